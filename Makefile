@@ -1,0 +1,33 @@
+# Each target sets up .venv itself (Python 3.11 and the package registries are all it needs).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SUBMISSIONS ?= samples/submitted
+OUT ?= _build/grades
+JOBS ?=
+
+.PHONY: all book test release grade clean
+
+all: test
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+	@echo "Book: _build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n auto
+
+release: $(STAMP)
+	$(BIN)/python -m autograder release
+
+grade: $(STAMP)
+	$(BIN)/python -m autograder grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),-j $(JOBS))
+
+clean:
+	rm -rf _build

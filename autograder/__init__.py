@@ -1,0 +1,19 @@
+"""The course's autograder: load → run sandboxed → check → report.
+
+- `notebook`   reads submissions and the source notebooks (exercises, points, visible tests);
+- `sandbox`    runs a student's notebook in a separate process and answers calls on plain values;
+- `wire`       the safe format those values travel in (JSON + .npy, never pickle);
+- `checks`     the checks, shared with nbgrader's hidden test cells;
+- `reference`  the reference solutions, read from solutions/ (the single source of truth);
+- `pipeline`   grades a folder of submissions; `report` writes grades.csv and feedback.
+"""
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+
+
+def assignments():
+    """Assignment names in chapter order: the folders of solutions/."""
+    return sorted(p.name for p in SOLUTIONS_DIR.iterdir() if (p / f"{p.name}.ipynb").is_file())

@@ -1,0 +1,115 @@
+"""Reading notebooks: a student's submission, and the source notebook's exercises.
+
+A source notebook (solutions/<a>/<a>.ipynb) defines each exercise by an nbgrader solution cell
+and a test cell `test_<exercise>` holding its points, visible asserts and hidden part.
+"""
+import json
+from dataclasses import dataclass, field
+
+import nbformat
+
+from . import SOLUTIONS_DIR
+
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+HIDDEN_END = "### END HIDDEN TESTS"
+SOLUTION_BEGIN = "### BEGIN SOLUTION"
+SOLUTION_END = "### END SOLUTION"
+
+
+class NotebookError(Exception):
+    """A submission that cannot be read; the message is for the student."""
+
+
+@dataclass
+class Exercise:
+    name: str
+    points: float
+    visible_test: str  # the test cell without its hidden part: the student sees it too
+
+
+@dataclass
+class Submission:
+    code_cells: list  # [(cell index, source)] to run, in order
+    warnings: list = field(default_factory=list)
+
+
+def nbgrader_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def is_test_cell(cell):
+    meta = nbgrader_meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def strip_hidden(source):
+    """The source without the lines between the hidden-test markers (markers included)."""
+    kept, hidden = [], False
+    for line in source.splitlines():
+        if line.strip() == HIDDEN_BEGIN:
+            hidden = True
+        elif line.strip() == HIDDEN_END:
+            hidden = False
+        elif not hidden:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def source_path(assignment):
+    return SOLUTIONS_DIR / assignment / f"{assignment}.ipynb"
+
+
+def read_source(assignment):
+    return nbformat.read(source_path(assignment), as_version=4)
+
+
+def exercises(assignment):
+    """The assignment's exercises in notebook order, from its source notebook."""
+    found = []
+    for cell in read_source(assignment).cells:
+        meta = nbgrader_meta(cell)
+        if is_test_cell(cell) and str(meta.get("grade_id", "")).startswith("test_"):
+            found.append(Exercise(name=meta["grade_id"][len("test_"):], points=float(meta["points"]),
+                                  visible_test=strip_hidden(cell.source)))
+    return found
+
+
+def reference_code(assignment):
+    """The source notebook's code that defines the reference solutions: every code cell but the
+    tests and the ungraded `explore` cells."""
+    cells = read_source(assignment).cells
+    return [c.source for c in cells if c.cell_type == "code" and not is_test_cell(c)
+            and "explore" not in c.metadata.get("tags", [])]
+
+
+def load_submission(path, assignment):
+    """Read a student's notebook and pick the code to run; raises NotebookError with a reason."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise NotebookError(f"cannot read {path.name}: {error.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise NotebookError(f"{path.name} is not a valid notebook file (invalid JSON: {error}). "
+                            "Was it saved completely? Download it again from Jupyter.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookError(f"{path.name} is not a Jupyter notebook (it has no list of cells)")
+    if data.get("nbformat") != 4:
+        raise NotebookError(f"{path.name} has notebook format {data.get('nbformat')!r}; "
+                            "open and save it with Jupyter (format 4)")
+    test_ids = {"test_" + e.name for e in exercises(assignment)}
+    code_cells, warnings = [], []
+    for index, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        if not isinstance(source, str):
+            warnings.append(f"cell {index} has no readable source and was skipped")
+            continue
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if is_test_cell(cell) or grade_id in test_ids:
+            continue  # tests are the grader's business, whatever the submission's copy says
+        code_cells.append((index, source))
+    return Submission(code_cells=code_cells, warnings=warnings)

@@ -1,0 +1,121 @@
+"""Grade a folder of submissions: load → run sandboxed → check → rows for the report.
+
+SUBMISSIONS follows nbgrader's layout, `<student>/<assignment>/<assignment>.ipynb`.
+"""
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from . import assignments, notebook, reference
+from .checks import run_exercise
+from .notebook import NotebookError, load_submission
+from .sandbox.session import Limits, SandboxedStudent
+
+
+@dataclass
+class Graded:
+    """One student's notebook for one assignment, graded."""
+    student: str
+    assignment: str
+    exercises: list                     # [(Exercise, [CheckResult], note)]
+    problem: str = ""                   # why the notebook could not be graded at all
+    notes: list = field(default_factory=list)   # cell errors and other things worth saying
+
+    @property
+    def score(self):
+        return sum(_exercise_score(results, note) for _, results, note in self.exercises)
+
+    @property
+    def max_score(self):
+        return sum(e.points for e, _, _ in self.exercises)
+
+    def rows(self):
+        for exercise, results, note in self.exercises:
+            failed = [r for r in results if r.message]
+            message = note or (f"{len(failed)} of {len(results)} checks failed; first: "
+                               f"{failed[0].name}: {failed[0].message}" if failed else "")
+            yield (self.student, self.assignment, exercise.name, _exercise_score(results, note),
+                   exercise.points, message[:500])
+
+
+def _exercise_score(results, note):
+    return 0.0 if note else round(sum(r.points for r in results), 6)
+
+
+def discover(submissions):
+    """[(student, assignment, notebook path)] in a stable order, plus problems with the layout."""
+    known = set(assignments())
+    found, problems = [], []
+    for student in sorted(os.listdir(submissions)):
+        student_dir = os.path.join(submissions, student)
+        if not os.path.isdir(student_dir) or student.startswith("."):
+            continue
+        for assignment in sorted(os.listdir(student_dir)):
+            if assignment.startswith("."):
+                continue
+            if assignment not in known:
+                problems.append(f"{student}/{assignment}: not an assignment of this course "
+                                f"(expected one of {', '.join(sorted(known))}); not graded")
+                continue
+            found.append((student, assignment, os.path.join(student_dir, assignment, f"{assignment}.ipynb")))
+    return found, problems
+
+
+def grade_notebook(student, assignment, path, limits=Limits()):
+    exercises = notebook.exercises(assignment)
+    graded = Graded(student, assignment, [])
+    try:
+        submission = _load(path, assignment)
+    except NotebookError as error:
+        graded.problem = f"not graded: {error}"
+        graded.exercises = [(e, [], graded.problem) for e in exercises]
+        return graded
+    graded.notes.extend(submission.warnings)
+    ref = reference.load(assignment)
+    with SandboxedStudent(submission.code_cells, limits) as student_process:
+        for index, error in sorted(student_process.cell_errors.items(), key=lambda kv: (kv[0] is None, kv[0])):
+            graded.notes.append(f"notebook cell {index + 1} raised {error}" if index is not None else error)
+        for exercise in exercises:
+            visible_error = student_process.run_code(exercise.visible_test)
+            note = f"the exercise's visible tests fail ({visible_error}), so it scores 0" if visible_error else ""
+            graded.exercises.append((exercise, run_exercise(assignment, exercise.name, student_process, ref), note))
+    return graded
+
+
+def _load(path, assignment):
+    if not os.path.isfile(path):
+        folder = os.path.dirname(path)
+        others = sorted(f for f in os.listdir(folder) if f.endswith(".ipynb")) if os.path.isdir(folder) else []
+        hint = f" (found {', '.join(others)}: rename it to {assignment}.ipynb)" if others else ""
+        raise NotebookError(f"no {assignment}.ipynb in the submission{hint}")
+    return load_submission(__import__("pathlib").Path(path), assignment)
+
+
+def _grade_job(job):
+    student, assignment, path = job
+    try:
+        return grade_notebook(student, assignment, path)
+    except Exception as error:  # a grader bug must cost one notebook, not the run
+        graded = Graded(student, assignment, [])
+        graded.problem = f"not graded: internal grader error ({type(error).__name__}: {error})"
+        graded.exercises = [(e, [], graded.problem) for e in notebook.exercises(assignment)]
+        return graded
+
+
+def grade_all(submissions, jobs=None, progress=None):
+    """Grade every notebook; results in discovery order, whatever order the workers finish in."""
+    found, problems = discover(submissions)
+    jobs = jobs or os.cpu_count() or 1
+    results = [None] * len(found)
+    if jobs == 1 or len(found) <= 1:
+        for i, job in enumerate(found):
+            results[i] = _grade_job(job)
+            progress and progress(i + 1, len(found), results[i])
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(_grade_job, job): i for i, job in enumerate(found)}
+            from concurrent.futures import as_completed
+            for done, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                progress and progress(done, len(found), results[futures[future]])
+    return results, problems

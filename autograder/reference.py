@@ -1,0 +1,15 @@
+"""The reference solutions, executed from the source notebooks in solutions/ (trusted code)."""
+import functools
+import types
+
+from .notebook import reference_code, source_path
+
+
+@functools.cache
+def load(assignment):
+    """The namespace the source notebook's solution cells define, as a module-like object."""
+    module = types.ModuleType(f"reference_{assignment.replace('-', '_')}")
+    module.__file__ = str(source_path(assignment))
+    for index, source in enumerate(reference_code(assignment)):
+        exec(compile(source, f"<reference {assignment} cell {index}>", "exec"), module.__dict__)
+    return module

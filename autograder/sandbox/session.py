@@ -1,0 +1,195 @@
+"""The grader's side of the sandbox: start the student's process, send it calls, enforce limits."""
+import io
+import os
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from ..checks.core import StudentError
+from ..wire import MAX_FRAME_BYTES, WireError, decode, encode
+
+
+@dataclass(frozen=True)
+class Limits:
+    notebook_seconds: float = 120.0   # wall time to run all of the notebook's cells
+    call_seconds: float = 20.0        # wall time for one call of a student's function
+    cpu_seconds: int = 300            # CPU time of the whole student process
+    memory_bytes: int = 4 * 2**30     # address space
+    file_bytes: int = 64 * 2**20      # largest file the student's code may write
+    output_bytes: int = 1 * 2**20     # what is kept of the student's printed output
+    restarts: int = 2                 # times a crashed or hung process is started again
+
+
+class SandboxedStudent:
+    """A student's notebook running in its own process; `call` has InProcessStudent's interface."""
+
+    def __init__(self, cells, limits=Limits()):
+        self.cells = cells
+        self.limits = limits
+        self.process = None
+        self.cell_errors = {}
+        self.restarts_left = limits.restarts
+        self.last_failure = None
+        self._start()
+
+    # -- the interface the checks use -------------------------------------------------------
+
+    def call(self, target, *args, method=None, keep=False, **kwargs):
+        request = {"op": "call", "target": target, "args": list(args), "kwargs": kwargs,
+                   "method": method, "keep": keep}
+        return self._request(request, f"calling {target}")
+
+    def run_code(self, code):
+        """Run test code (the visible asserts) in the notebook's namespace; None or an error."""
+        try:
+            self._request({"op": "exec", "code": code}, "running the visible tests")
+            return None
+        except StudentError as error:
+            return str(error)
+
+    # -- the process ------------------------------------------------------------------------
+
+    def _start(self):
+        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
+        to_child_r, self.to_child = os.pipe()
+        self.from_child, from_child_w = os.pipe()
+        self.output = open(os.path.join(self.scratch.name, ".output"), "w+b")
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.scratch.name, "MPLBACKEND": "Agg",
+               "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "TMPDIR": self.scratch.name, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+        limits = self.limits
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(to_child_r), str(from_child_w)],
+            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+            cwd=self.scratch.name, env=env, pass_fds=(to_child_r, from_child_w),
+            preexec_fn=lambda: _apply_limits(limits), start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        try:
+            self._send({"op": "run", "cells": [list(c) for c in self.cells]})
+            reply = self._receive(self.limits.notebook_seconds, "running your notebook")
+            self.cell_errors = {index: error for index, error in reply["cells"] if error}
+        except StudentError as error:
+            self.cell_errors = {None: str(error)}
+            self.last_failure = str(error)
+
+    def _request(self, request, doing):
+        if self.process is None or self.process.poll() is not None:
+            if self.restarts_left <= 0:
+                raise StudentError(f"not run: your notebook's process stopped earlier ({self.last_failure})")
+            self.restarts_left -= 1
+            self.close()
+            self._start()
+        self._send(request)
+        reply = self._receive(self.limits.call_seconds, doing)
+        if "error" in reply:
+            raise StudentError(reply["error"])
+        return reply["value"]
+
+    def _send(self, request):
+        try:
+            payload = encode(request)
+            os.write(self.to_child, struct.pack("<Q", len(payload)))
+            _write_all(self.to_child, payload)
+        except (BrokenPipeError, OSError):
+            pass  # the process is gone; _receive reports why
+
+    def _receive(self, seconds, doing):
+        try:
+            head = self._read_exact(8, seconds)
+            (size,) = struct.unpack("<Q", head)
+            if size > MAX_FRAME_BYTES:
+                raise WireError("a reply over the size limit")
+            return decode(self._read_exact(size, seconds))
+        except TimeoutError:
+            failure = f"time limit: {doing} took more than {seconds:g} s"
+        except EOFError:
+            failure = f"your notebook's process ended while {doing} ({self._death()})"
+        except WireError as error:
+            failure = f"unreadable reply while {doing}: {error}"
+        self.kill()
+        self.last_failure = failure
+        raise StudentError(failure)
+
+    def _read_exact(self, size, seconds):
+        import time
+        deadline = time.monotonic() + seconds
+        chunks, remaining = [], size
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.from_child], [], [], left)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.from_child, min(remaining, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def _death(self):
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "it closed its channel"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = {"SIGKILL": "killed: memory or CPU limit?", "SIGXCPU": "CPU time limit",
+                    "SIGXFSZ": "file size limit", "SIGSEGV": "crashed"}.get(name, "signal")
+            return f"{name}, {hint}"
+        return f"exit status {code}: did the code call os._exit()?"
+
+    def printed_output(self):
+        """The tail of what the student's code printed (for the feedback)."""
+        self.output.flush()
+        self.output.seek(0, io.SEEK_END)
+        size = self.output.tell()
+        self.output.seek(max(0, size - 2000))
+        return self.output.read().decode("utf-8", "replace")
+
+    def kill(self):
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def close(self):
+        self.kill()
+        for fd in (getattr(self, "to_child", None), getattr(self, "from_child", None)):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.to_child = self.from_child = None
+        self.output.close()
+        self.scratch.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _apply_limits(limits):
+    """In the child, before it runs Python: resource limits of the whole student process."""
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -1,0 +1,97 @@
+"""The student's side of the sandbox: run the notebook's code, then answer the grader's calls.
+
+Started by `session` as `python -I -m autograder.sandbox.worker IN_FD OUT_FD`. It speaks only
+the safe wire format; it never sees the reference solutions or the checks.
+"""
+import builtins
+import os
+import sys
+
+from ..wire import read_frame, write_frame
+from .calls import CallError, StudentNamespace, describe_exception
+
+
+class _IPythonShim:
+    """Enough of `get_ipython()` for transformed magics (%matplotlib, !pip) to be no-ops."""
+
+    def run_line_magic(self, *args, **kwargs):
+        return None
+
+    run_cell_magic = system = getoutput = run_line_magic
+
+
+def python_source(cell_source):
+    """Cell source as plain Python: IPython's magics and shell escapes become shim calls."""
+    if not any(line.lstrip().startswith(("%", "!")) or line.rstrip().endswith("?")
+               for line in cell_source.splitlines()):
+        return cell_source
+    from IPython.core.inputtransformer2 import TransformerManager
+    return TransformerManager().transform_cell(cell_source)
+
+
+def run_cells(cells, namespace):
+    """Execute each cell; one that fails is reported and the next ones still run."""
+    report = []
+    for index, source in cells:
+        try:
+            exec(compile(python_source(source), f"<cell {index + 1}>", "exec"), namespace)
+            error = None
+        except SystemExit:
+            error = "the cell called exit() or sys.exit()"
+        except BaseException as exc:  # noqa: BLE001 (KeyboardInterrupt included: keep grading)
+            error = describe_exception(exc)
+        finally:
+            _close_figures()
+        report.append([index, error])
+    return report
+
+
+def _close_figures():
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close("all")
+
+
+def serve(channel_in, channel_out):
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim}
+    calls = StudentNamespace(namespace)
+    request = read_frame(channel_in)
+    write_frame(channel_out, {"cells": run_cells(request["cells"], namespace)})
+    while True:
+        try:
+            request = read_frame(channel_in)
+        except EOFError:
+            return
+        try:
+            if request["op"] == "call":
+                reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
+                                             method=request["method"], keep=request["keep"])}
+            elif request["op"] == "exec":
+                exec(compile(request["code"], "<test cell>", "exec"), dict(namespace))
+                reply = {"value": None}
+            else:
+                reply = {"error": f"unknown request {request['op']!r}"}
+        except CallError as error:
+            reply = {"error": str(error)}
+        except SystemExit:
+            reply = {"error": "your code called exit() or sys.exit()"}
+        except BaseException as error:  # noqa: BLE001
+            reply = {"error": describe_exception(error)}
+        finally:
+            _close_figures()
+        try:
+            write_frame(channel_out, reply)
+        except Exception as error:  # a result that cannot travel
+            write_frame(channel_out, {"error": f"the result cannot be sent back: {error}"})
+
+
+def main(argv):
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import numpy  # noqa: F401  (imported before the student's code, like a warm kernel)
+    channel_in = os.fdopen(int(argv[1]), "rb", buffering=0)
+    channel_out = os.fdopen(int(argv[2]), "wb", buffering=0)
+    serve(channel_in, channel_out)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,192 @@
+"""The safe format values cross a process boundary in: a JSON header and raw .npy arrays.
+
+Only plain data travels: None, bool, int, float, str, lists, tuples, dicts with string keys,
+numeric NumPy arrays and torch tensors (sent as their NumPy data). Arrays are read back with
+`allow_pickle=False`, so nothing the student process sends can run code in the grader.
+"""
+import io
+import json
+import struct
+
+import numpy as np
+
+MAX_FRAME_BYTES = 512 * 2**20
+_ARRAY_KINDS = "biufc"  # bool, int, uint, float, complex
+
+
+class WireError(ValueError):
+    """A value that cannot travel, or a frame that is not well formed."""
+
+
+class Handle:
+    """A reference to an object that lives in the student process (a model, say)."""
+
+    def __init__(self, ident):
+        self.ident = int(ident)
+
+    def __repr__(self):
+        return f"Handle({self.ident})"
+
+    def __eq__(self, other):
+        return type(other) is Handle and other.ident == self.ident
+
+    def __hash__(self):
+        return hash(self.ident)
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+def to_plain(value, _depth=0):
+    """Turn a value into plain data, or raise WireError saying what it is."""
+    if _depth > 20:
+        raise WireError("the value is nested too deeply")
+    torch = _torch()
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if type(value) in (Handle, PlainTensor):
+        return value
+    if isinstance(value, np.generic):
+        return _plain_array(np.asarray(value))
+    if isinstance(value, np.ndarray):
+        return _plain_array(value)
+    if torch is not None and isinstance(value, torch.Tensor):
+        return PlainTensor(_plain_array(value.detach().cpu().resolve_conj().resolve_neg().numpy()))
+    if type(value) in (list, tuple):
+        items = [to_plain(v, _depth + 1) for v in value]
+        return items if type(value) is list else tuple(items)
+    if type(value) is dict:
+        if not all(type(k) is str for k in value):
+            raise WireError("a dict with non-string keys cannot be sent")
+        return {k: to_plain(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (bool, int, float, str)):  # subclasses: keep the plain value only
+        return type(value).__mro__[-2](value)
+    raise WireError(f"a value of type {type(value).__name__} cannot be sent; return arrays, tensors or numbers")
+
+
+class PlainTensor:
+    """A torch tensor's data, as it travels; `to_torch` rebuilds the tensor."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def to_torch(self):
+        import torch
+        return torch.from_numpy(self.array.copy())
+
+
+def _plain_array(array):
+    array = np.array(array, copy=True, subok=False)
+    if array.dtype.kind not in _ARRAY_KINDS or array.dtype.hasobject:
+        raise WireError(f"an array of dtype {array.dtype} cannot be sent; use a numeric dtype")
+    return array
+
+
+def encode(value):
+    """Plain value -> bytes. Raises WireError for anything that is not plain data."""
+    arrays = []
+
+    def enc(v):
+        if v is None or type(v) in (bool, int, str):
+            return v
+        if type(v) is float:
+            return {"float": repr(v)}
+        if type(v) is Handle:
+            return {"handle": v.ident}
+        if type(v) is np.ndarray:
+            arrays.append(v)
+            return {"ndarray": len(arrays) - 1}
+        if type(v) is PlainTensor:
+            arrays.append(v.array)
+            return {"tensor": len(arrays) - 1}
+        if type(v) is list:
+            return [enc(x) for x in v]
+        if type(v) is tuple:
+            return {"tuple": [enc(x) for x in v]}
+        if type(v) is dict:
+            return {"dict": [[k, enc(x)] for k, x in v.items()]}
+        raise WireError(f"cannot encode {type(v).__name__}")
+
+    header = json.dumps(enc(to_plain(value))).encode()
+    parts = [header]
+    for array in arrays:
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, array, allow_pickle=False)
+        parts.append(buffer.getvalue())
+    return b"".join(struct.pack("<Q", len(p)) + p for p in [struct.pack("<Q", len(parts))] + parts)
+
+
+def decode(data):
+    """bytes -> plain value; torch tensors come back as torch tensors."""
+    view = memoryview(data)
+    chunks, offset = [], 0
+    while offset < len(view):
+        if offset + 8 > len(view):
+            raise WireError("truncated frame")
+        (size,) = struct.unpack_from("<Q", view, offset)
+        offset += 8
+        if size > len(view) - offset:
+            raise WireError("truncated frame")
+        chunks.append(bytes(view[offset:offset + size]))
+        offset += size
+    if not chunks or struct.unpack("<Q", chunks[0])[0] != len(chunks) - 1:
+        raise WireError("malformed frame")
+    header, blobs = chunks[1], chunks[2:]
+    try:
+        tree = json.loads(header)
+        arrays = [np.lib.format.read_array(io.BytesIO(b), allow_pickle=False) for b in blobs]
+    except (ValueError, OSError) as error:
+        raise WireError(f"malformed frame: {error}") from None
+    for array in arrays:
+        if array.dtype.kind not in _ARRAY_KINDS:
+            raise WireError(f"array of dtype {array.dtype} refused")
+
+    def dec(v):
+        if v is None or type(v) in (bool, int, str):
+            return v
+        if type(v) is list:
+            return [dec(x) for x in v]
+        if type(v) is dict and len(v) == 1:
+            (tag, x), = v.items()
+            if tag == "float":
+                return float(x)
+            if tag == "handle":
+                return Handle(x)
+            if tag == "ndarray":
+                return arrays[x]
+            if tag == "tensor":
+                import torch
+                return torch.from_numpy(arrays[x])
+            if tag == "tuple":
+                return tuple(dec(i) for i in x)
+            if tag == "dict":
+                return {str(k): dec(i) for k, i in x}
+        raise WireError("malformed value in frame")
+
+    return dec(tree)
+
+
+def roundtrip(value):
+    """What the grader would receive if `value` were sent from another process."""
+    return decode(encode(value))
+
+
+def write_frame(fd_file, value):
+    payload = encode(value)
+    fd_file.write(struct.pack("<Q", len(payload)) + payload)
+    fd_file.flush()
+
+
+def read_frame(fd_file):
+    head = fd_file.read(8)
+    if len(head) < 8:
+        raise EOFError("the other process closed the channel")
+    (size,) = struct.unpack("<Q", head)
+    if size > MAX_FRAME_BYTES:
+        raise WireError(f"frame of {size} bytes is over the limit")
+    payload = fd_file.read(size)
+    if len(payload) < size:
+        raise EOFError("the other process closed the channel mid-frame")
+    return decode(payload)

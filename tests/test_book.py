@@ -1,0 +1,227 @@
+"""The book builds, serves its maths locally, draws its figures, offers the student
+notebooks for download, and publishes no solution or hidden-test code.
+
+The book is built once per test module (and once per pytest-xdist worker that runs these
+tests; the builds take turns under a file lock, and a worker reuses a build already made in
+the same test run), into the repository's `_build/`, with the same command as `make book`.
+The jupyter cache in `_build/.jupyter_cache` makes a warm build take seconds.
+"""
+import fcntl
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+LOCK = BUILD / ".test-book-build.lock"
+STAMP = BUILD / ".test-book-build.json"
+BUILD_TIMEOUT_S = 1200
+
+# Folders under _build/ that the book build does not write. `make grade` puts graded
+# sample submissions (whose "perfect" notebooks contain the reference code) in
+# _build/grades; they are instructor-side outputs, never published with the book.
+NOT_BOOK_OUTPUTS = {"grades"}
+
+MARKERS = ["### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
+           "### END HIDDEN TESTS", "BEGIN HIDDEN TESTS", "BEGIN SOLUTION"]
+MIN_LINE = 25                          # shorter lines are too generic to be evidence
+
+CDN = re.compile(r"(cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|jsdelivr|"
+                 r"https?://[^\"'\s>]*mathjax)", re.IGNORECASE)
+
+
+def jupyter_book_command():
+    script = Path(sys.executable).parent / "jupyter-book"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
+
+
+@pytest.fixture(scope="module")
+def build():
+    """Build the book (or reuse this test run's build); hold a shared lock while testing."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    BUILD.mkdir(exist_ok=True)
+    with open(LOCK, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            result = None
+            if run_id and STAMP.exists():
+                stamp = json.loads(STAMP.read_text())
+                if stamp.get("run") == run_id:
+                    result = stamp
+            if result is None:
+                command = jupyter_book_command() + [
+                    "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going"]
+                proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                      timeout=BUILD_TIMEOUT_S)
+                result = {"run": run_id, "returncode": proc.returncode,
+                          "log": (proc.stdout + proc.stderr)[-20000:]}
+                STAMP.write_text(json.dumps(result))
+            # Readers share the lock; the next build waits until every reader is done.
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            yield result
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def toc_files():
+    """Every document listed in _toc.yml, as a path relative to the root without suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    found = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                found.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return found
+
+
+def chapter_pages():
+    return [f for f in toc_files() if re.fullmatch(r"book/\d\d-[\w-]+", f)]
+
+
+def student_notebooks():
+    return [f for f in toc_files() if f.startswith("notebooks/")]
+
+
+def built_files():
+    for path in sorted(BUILD.rglob("*")):
+        relative = path.relative_to(BUILD)
+        if relative.parts[0] in NOT_BOOK_OUTPUTS or path in (STAMP, LOCK) or not path.is_file():
+            continue
+        yield path
+
+
+def searchable_texts(path):
+    """The file's bytes, and for an HTML page also its text without tags and entities."""
+    data = path.read_bytes()
+    texts = [data]
+    if path.suffix == ".html":
+        text = data.decode("utf-8", errors="replace")
+        texts.append(html.unescape(re.sub(r"<[^>]+>", "", text)).encode("utf-8"))
+    return texts
+
+
+def cell_lines_between(source, begin, end):
+    lines, inside = [], False
+    for line in source.splitlines():
+        if begin in line:
+            inside = True
+        elif end in line:
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+def secret_lines():
+    """Non-trivial lines of the reference solutions and hidden tests in solutions/."""
+    secrets = {}
+    for notebook in sorted(ROOT.glob("solutions/*/*.ipynb")):
+        nb = nbformat.read(notebook, as_version=4)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            found = []
+            if meta.get("solution"):
+                found += cell_lines_between(cell.source, "### BEGIN SOLUTION",
+                                            "### END SOLUTION")
+            found += cell_lines_between(cell.source, "### BEGIN HIDDEN TESTS",
+                                        "### END HIDDEN TESTS")
+            for line in found:
+                line = line.strip()
+                if len(line) >= MIN_LINE and not line.startswith("#"):
+                    secrets.setdefault(line, notebook.relative_to(ROOT))
+    return secrets
+
+
+def encodings(line):
+    """How a line of code can appear in a built file: as is, in JSON, in HTML."""
+    forms = {line, json.dumps(line)[1:-1], html.escape(line), html.escape(line, quote=False)}
+    return [form.encode("utf-8") for form in forms]
+
+
+def test_build_succeeds(build):
+    assert build["returncode"] == 0, "jupyter-book build failed:\n" + build["log"]
+    assert (HTML / "index.html").is_file()
+
+
+def test_every_page_is_built(build):
+    for name in toc_files():
+        assert (HTML / f"{name}.html").is_file(), f"{name} was not built"
+
+
+def test_mathjax_is_served_locally(build):
+    assert (HTML / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    pages = sorted(HTML.rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8", errors="replace")
+        match = CDN.search(text)
+        assert match is None, f"{page.relative_to(HTML)} references a CDN: {match.group(0)}"
+    for name in chapter_pages():
+        text = (HTML / f"{name}.html").read_text(encoding="utf-8")
+        assert re.search(r'<script[^>]+src="[./]*_static/mathjax/tex-chtml\.js(\?[^"]*)?"', text), \
+            f"{name}.html does not load the local MathJax"
+
+
+def test_chapter_pages_have_figures(build):
+    assert chapter_pages(), "the TOC lists no chapter page book/NN-name"
+    for name in chapter_pages():
+        text = (HTML / f"{name}.html").read_text(encoding="utf-8")
+        images = re.findall(r'<img[^>]+src="([^"]+\.png|data:image/png[^"]*)"', text)
+        assert len(images) >= 2, f"{name}.html has {len(images)} figure(s), expected >= 2"
+        for src in images:
+            if not src.startswith("data:"):
+                assert (HTML / name).parent.joinpath(src).resolve().is_file(), src
+
+
+def test_student_notebooks_are_downloadable(build):
+    notebooks = student_notebooks()
+    assert notebooks, "the TOC lists no student notebook"
+    for name in notebooks:
+        page = HTML / f"{name}.html"
+        assert page.is_file(), f"no page for {name}"
+        download = HTML / "_sources" / f"{name}.ipynb"
+        assert download.is_file(), f"{name}.ipynb is not downloadable"
+        assert download.read_bytes() == (ROOT / f"{name}.ipynb").read_bytes()
+        link = f'_sources/{name}.ipynb"'
+        assert link in page.read_text(encoding="utf-8"), f"{page} has no download link"
+
+
+def test_no_solution_markers_in_build(build):
+    needles = [m.encode("utf-8") for m in MARKERS]
+    leaks = []
+    for path in built_files():
+        for text in searchable_texts(path):
+            leaks += [f"{path.relative_to(BUILD)}: {n.decode()}" for n in needles if n in text]
+    assert not leaks, "nbgrader markers in the build:\n" + "\n".join(sorted(set(leaks)))
+
+
+def test_no_solution_code_in_build(build):
+    secrets = secret_lines()
+    if list(ROOT.glob("solutions/*/*.ipynb")):
+        assert secrets, "solutions/ has notebooks but no solution lines were found in them"
+    needles = {line: encodings(line) for line in secrets}
+    leaks = []
+    for path in built_files():
+        texts = searchable_texts(path)
+        for line, forms in needles.items():
+            if any(form in text for form in forms for text in texts):
+                leaks.append(f"{path.relative_to(BUILD)}: {line!r} (from {secrets[line]})")
+    assert not leaks, "solution or hidden-test code in the build:\n" + "\n".join(leaks)

@@ -4,6 +4,8 @@ import os
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
+from autograder.nbgrader_feedback import ShortTestTracebacks
+
 c = get_config()  # noqa: F821 (provided by traitlets)
 
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
@@ -18,7 +20,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__"]
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
 # Feedback shows each exercise's visible tests and the checks' report, never the hidden code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortTestTracebacks, CSSHTMLHeaderPreprocessor]
 
 # nbgrader gives 0 to a test cell that writes to stderr: a library's warning must not cost points.
 os.environ["PYTHONWARNINGS"] = "ignore"

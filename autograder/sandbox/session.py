@@ -16,8 +16,10 @@ from ..wire import MAX_FRAME_BYTES, WireError, decode, encode
 
 @dataclass(frozen=True)
 class Limits:
-    notebook_seconds: float = 120.0   # wall time to run all of the notebook's cells
-    call_seconds: float = 20.0        # wall time for one call of a student's function
+    cell_seconds: float = 60.0        # one cell of the notebook (the cell is stopped, the next runs)
+    notebook_seconds: float = 180.0   # all of the notebook's cells (the process is killed)
+    call_seconds: float = 20.0        # one call of a student's function (the call is stopped)
+    grace_seconds: float = 5.0        # after which a process that ignores its time limit is killed
     cpu_seconds: int = 300            # CPU time of the whole student process
     memory_bytes: int = 4 * 2**30     # address space
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
@@ -71,12 +73,14 @@ class SandboxedStudent:
         os.close(to_child_r)
         os.close(from_child_w)
         try:
-            self._send({"op": "run", "cells": [list(c) for c in self.cells]})
+            self._send({"op": "run", "cells": [list(c) for c in self.cells],
+                        "cell_seconds": self.limits.cell_seconds, "call_seconds": self.limits.call_seconds})
             reply = self._receive(self.limits.notebook_seconds, "running your notebook")
             self.cell_errors = {index: error for index, error in reply["cells"] if error}
         except StudentError as error:
             self.cell_errors = {None: str(error)}
             self.last_failure = str(error)
+            self.restarts_left = 0  # the notebook itself does not run: starting again would not help
 
     def _request(self, request, doing):
         if self.process is None or self.process.poll() is not None:
@@ -86,7 +90,7 @@ class SandboxedStudent:
             self.close()
             self._start()
         self._send(request)
-        reply = self._receive(self.limits.call_seconds, doing)
+        reply = self._receive(self.limits.call_seconds + self.limits.grace_seconds, doing)
         if "error" in reply:
             raise StudentError(reply["error"])
         return reply["value"]

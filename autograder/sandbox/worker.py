@@ -4,7 +4,9 @@ Started by `session` as `python -I -m autograder.sandbox.worker IN_FD OUT_FD`. I
 the safe wire format; it never sees the reference solutions or the checks.
 """
 import builtins
+import contextlib
 import os
+import signal
 import sys
 
 from ..wire import read_frame, write_frame
@@ -29,13 +31,34 @@ def python_source(cell_source):
     return TransformerManager().transform_cell(cell_source)
 
 
-def run_cells(cells, namespace):
-    """Execute each cell; one that fails is reported and the next ones still run."""
+class TimeLimit(BaseException):
+    """Raised in the student's code when its time is up (a BaseException: `except Exception` in
+    the student's code does not swallow it)."""
+
+
+def _alarm(signum, frame):
+    raise TimeLimit
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def run_cells(cells, namespace, cell_seconds):
+    """Execute each cell; one that fails or runs out of time is reported, the next ones still run."""
     report = []
     for index, source in cells:
         try:
-            exec(compile(python_source(source), f"<cell {index + 1}>", "exec"), namespace)
+            with time_limit(cell_seconds):
+                exec(compile(python_source(source), f"<cell {index + 1}>", "exec"), namespace)
             error = None
+        except TimeLimit:
+            error = f"time limit: the cell ran for more than {cell_seconds:g} s and was stopped"
         except SystemExit:
             error = "the cell called exit() or sys.exit()"
         except BaseException as exc:  # noqa: BLE001 (KeyboardInterrupt included: keep grading)
@@ -56,21 +79,25 @@ def serve(channel_in, channel_out):
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim}
     calls = StudentNamespace(namespace)
     request = read_frame(channel_in)
-    write_frame(channel_out, {"cells": run_cells(request["cells"], namespace)})
+    call_seconds = request["call_seconds"]
+    write_frame(channel_out, {"cells": run_cells(request["cells"], namespace, request["cell_seconds"])})
     while True:
         try:
             request = read_frame(channel_in)
         except EOFError:
             return
         try:
-            if request["op"] == "call":
-                reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
-                                             method=request["method"], keep=request["keep"])}
-            elif request["op"] == "exec":
-                exec(compile(request["code"], "<test cell>", "exec"), dict(namespace))
-                reply = {"value": None}
-            else:
-                reply = {"error": f"unknown request {request['op']!r}"}
+            with time_limit(call_seconds):
+                if request["op"] == "call":
+                    reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
+                                                 method=request["method"], keep=request["keep"])}
+                elif request["op"] == "exec":
+                    exec(compile(request["code"], "<test cell>", "exec"), dict(namespace))
+                    reply = {"value": None}
+                else:
+                    reply = {"error": f"unknown request {request['op']!r}"}
+        except TimeLimit:
+            reply = {"error": f"time limit: the call ran for more than {call_seconds:g} s and was stopped"}
         except CallError as error:
             reply = {"error": str(error)}
         except SystemExit:
@@ -88,6 +115,7 @@ def serve(channel_in, channel_out):
 def main(argv):
     os.environ.setdefault("MPLBACKEND", "Agg")
     import numpy  # noqa: F401  (imported before the student's code, like a warm kernel)
+    signal.signal(signal.SIGALRM, _alarm)
     channel_in = os.fdopen(int(argv[1]), "rb", buffering=0)
     channel_out = os.fdopen(int(argv[2]), "wb", buffering=0)
     serve(channel_in, channel_out)

@@ -1,0 +1,65 @@
+"""`python -m autograder grade` as an instructor uses it, on the shipped samples and on a few
+notebooks that misbehave: each is one student's problem, with a readable reason."""
+import csv
+
+from conftest import BIN, REPO, run
+from submissions import filled_notebook, write
+
+from autograder.notebook import exercises
+from autograder.pipeline import grade_notebook
+from autograder.sandbox.session import Limits
+
+A = "01-weights"
+FULL = sum(e.points for e in exercises(A))
+
+
+def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(tmp_path):
+    result = run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path)
+    assert "perfect-student" in result.stdout and f"{FULL:g}/{FULL:g}" in result.stdout
+    rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
+    assert set(rows[0]) >= {"student", "assignment", "exercise", "score", "max_score"}
+    total = {}
+    for row in rows:
+        total[row["student"]] = total.get(row["student"], 0) + float(row["score"])
+    assert total["perfect-student"] == FULL and total["broken-student"] == 0
+    assert 0 < total["partial-student"] < FULL
+    broken = [r for r in rows if r["student"] == "broken-student"]
+    assert len(broken) == len(exercises(A)) and all("not a valid notebook" in r["message"] for r in broken)
+    page = (tmp_path / "feedback" / "partial-student" / f"{A}.html").read_text()
+    assert "expected" in page and "BEGIN" not in page
+
+
+def test_a_second_run_writes_the_same_bytes(tmp_path):
+    for out in ("a", "b"):
+        run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path / out, "--quiet")
+    assert (tmp_path / "a" / "grades.csv").read_bytes() == (tmp_path / "b" / "grades.csv").read_bytes()
+
+
+def grade(tmp_path, replacements, limits=Limits()):
+    path = write(filled_notebook(A, replacements), tmp_path / f"{A}.ipynb")
+    return grade_notebook("student", A, str(path), limits)
+
+
+def scores(graded):
+    return {row[2]: row[3] for row in graded.rows()}
+
+
+def test_a_syntax_error_costs_only_its_exercise(tmp_path):
+    graded = grade(tmp_path, {"hardmax": "def hardmax(scores, axis=-1):\n    return (("})
+    got = scores(graded)
+    assert got["hardmax"] == 0 and sum(got.values()) == FULL - 2
+    assert any("SyntaxError" in note for note in graded.notes)
+
+
+def test_an_infinite_loop_is_stopped_and_other_exercises_are_graded(tmp_path):
+    limits = Limits(call_seconds=2, cell_seconds=2)
+    graded = grade(tmp_path, {"entropy": "def entropy(weights, axis=-1):\n    while True:\n        pass"}, limits)
+    got = scores(graded)
+    assert got["entropy"] == 0 and got["softmax"] == 4
+    assert "time limit" in " ".join(r.message for _, results, _ in graded.exercises for r in results)
+
+
+def test_os_exit_in_a_function_is_reported(tmp_path):
+    graded = grade(tmp_path, {"weighted_average": "def weighted_average(items, weights):\n    import os; os._exit(0)"})
+    got = scores(graded)
+    assert got["weighted_average"] == 0 and got["softmax"] == 4

@@ -1,0 +1,127 @@
+"""Both graders on every assignment: the reference scores full marks, the untouched notebook 0,
+a differently written correct solution full marks, every wrong implementation loses points in
+its own exercise, and nbgrader's points equal the autograder's, exercise by exercise."""
+import csv
+import shutil
+from collections import defaultdict
+
+import pytest
+from conftest import BIN, REPO, run
+from mutants import catalogue
+from submissions import filled_notebook, student_id, student_notebook, write
+
+from autograder import assignments
+from autograder.notebook import exercises
+
+ASSIGNMENTS = assignments()
+MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in catalogue(a).WRONG.items()
+           for name in variants]
+
+
+def build_submissions(root):
+    for a in ASSIGNMENTS:
+        name = f"{a}.ipynb"
+        write(filled_notebook(a), root / "reference" / a / name)
+        write(student_notebook(a), root / "untouched" / a / name)
+        write(filled_notebook(a, catalogue(a).ALTERNATIVE), root / "alternative" / a / name)
+        for _, exercise, variant in (m for m in MUTANTS if m[0] == a):
+            source = catalogue(a).WRONG[exercise][variant]
+            write(filled_notebook(a, {exercise: source}), root / student_id(exercise, variant) / a / name)
+
+
+@pytest.fixture(scope="module")
+def submissions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course") / "submitted"
+    build_submissions(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def autograder_points(submissions, tmp_path_factory):
+    """{(student, assignment): {exercise: score}} from `python -m autograder grade`."""
+    out = tmp_path_factory.mktemp("grades")
+    run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", "--quiet")
+    points = defaultdict(dict)
+    with open(out / "grades.csv") as f:
+        for row in csv.DictReader(f):
+            points[row["student"], row["assignment"]][row["exercise"]] = float(row["score"])
+    return points
+
+
+@pytest.fixture(scope="module")
+def nbgrader_course(submissions):
+    """A course directory beside the submissions, graded by nbgrader autograde."""
+    course = submissions.parent
+    shutil.copytree(REPO / "solutions", course / "solutions")
+    flags = [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course}/gradebook.db"]
+    for a in ASSIGNMENTS:
+        run(BIN / "nbgrader", "generate_assignment", a, "--force", *flags)
+        run(BIN / "nbgrader", "autograde", a, "--create", "--force", *flags)
+    return course, flags
+
+
+@pytest.fixture(scope="module")
+def nbgrader_points(nbgrader_course):
+    from nbgrader.api import Gradebook
+    course, _ = nbgrader_course
+    points = defaultdict(dict)
+    with Gradebook(f"sqlite:///{course}/gradebook.db") as gradebook:
+        for a in ASSIGNMENTS:
+            for submission in gradebook.assignment_submissions(a):
+                notebook = gradebook.find_submission_notebook(a, a, submission.student.id)
+                for grade in notebook.grades:
+                    if grade.name.startswith("test_"):
+                        points[submission.student.id, a][grade.name[len("test_"):]] = grade.score
+    return points
+
+
+def full_marks(a):
+    return {e.name: e.points for e in exercises(a)}
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_reference_and_alternative_score_full_marks(assignment, autograder_points, nbgrader_points):
+    for student in ("reference", "alternative"):
+        assert autograder_points[student, assignment] == full_marks(assignment), student
+        assert nbgrader_points[student, assignment] == pytest.approx(full_marks(assignment)), student
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_untouched_notebook_scores_zero(assignment, autograder_points, nbgrader_points):
+    zero = {e: 0.0 for e in full_marks(assignment)}
+    assert autograder_points["untouched", assignment] == zero
+    assert nbgrader_points["untouched", assignment] == zero
+
+
+@pytest.mark.parametrize("assignment,exercise,variant", MUTANTS)
+def test_wrong_implementation_loses_points_in_its_exercise(assignment, exercise, variant, autograder_points):
+    got = autograder_points[student_id(exercise, variant), assignment]
+    full = full_marks(assignment)
+    assert got[exercise] < full[exercise], f"{variant} keeps all the points of {exercise}"
+    may_suffer = {exercise, *getattr(catalogue(assignment), "DEPENDS", {}).get(exercise, [])}
+    for other, score in got.items():
+        if other not in may_suffer:
+            assert score == full[other], f"{variant} of {exercise} costs points in {other}"
+
+
+def test_nbgrader_and_autograder_agree_on_every_exercise(autograder_points, nbgrader_points):
+    assert set(nbgrader_points) == set(autograder_points)
+    for key, scores in autograder_points.items():
+        assert nbgrader_points[key] == pytest.approx(scores, abs=1e-6), key
+
+
+def test_nbgrader_feedback_and_export(nbgrader_course):
+    course, flags = nbgrader_course
+    for a in ASSIGNMENTS:
+        run(BIN / "nbgrader", "generate_feedback", a, "--force", *flags)
+        page = (course / "feedback" / "reference" / a / f"{a}.html").read_text()
+        assert "Score:" in page or "score" in page.lower()
+        for student_dir in (course / "feedback").iterdir():
+            text = (student_dir / a / f"{a}.html").read_text()
+            assert "HIDDEN TESTS" not in text and "import grade" not in text, student_dir.name
+    run(BIN / "nbgrader", "export", f"--to={course}/grades.csv", *flags)
+    with open(course / "grades.csv") as f:
+        rows = {(r["student_id"], r["assignment"]): float(r["score"]) for r in csv.DictReader(f)}
+    for a in ASSIGNMENTS:
+        assert rows["reference", a] == sum(full_marks(a).values())
+        assert rows["untouched", a] == 0

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUBMISSIONS ?= samples/submitted
-OUT ?= _build/grades
+OUT ?= grades
 JOBS ?=
 
 .PHONY: all book test release grade clean

@@ -26,11 +26,6 @@ LOCK = BUILD / ".test-book-build.lock"
 STAMP = BUILD / ".test-book-build.json"
 BUILD_TIMEOUT_S = 1200
 
-# Folders under _build/ that the book build does not write. `make grade` puts graded
-# sample submissions (whose "perfect" notebooks contain the reference code) in
-# _build/grades; they are instructor-side outputs, never published with the book.
-NOT_BOOK_OUTPUTS = {"grades"}
-
 MARKERS = ["### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
            "### END HIDDEN TESTS", "BEGIN HIDDEN TESTS", "BEGIN SOLUTION"]
 MIN_LINE = 25                          # shorter lines are too generic to be evidence
@@ -103,7 +98,7 @@ def student_notebooks():
 def built_files():
     for path in sorted(BUILD.rglob("*")):
         relative = path.relative_to(BUILD)
-        if relative.parts[0] in NOT_BOOK_OUTPUTS or path in (STAMP, LOCK) or not path.is_file():
+        if path in (STAMP, LOCK) or not path.is_file():
             continue
         yield path
 

@@ -54,10 +54,10 @@ def to_plain(value, _depth=0):
         return _plain_array(value)
     if torch is not None and isinstance(value, torch.Tensor):
         return PlainTensor(_plain_array(value.detach().cpu().resolve_conj().resolve_neg().numpy()))
-    if type(value) in (list, tuple):
+    if isinstance(value, (list, tuple)):  # named tuples and the like: their items only
         items = [to_plain(v, _depth + 1) for v in value]
-        return items if type(value) is list else tuple(items)
-    if type(value) is dict:
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):  # OrderedDict (a state_dict) included
         if not all(type(k) is str for k in value):
             raise WireError("a dict with non-string keys cannot be sent")
         return {k: to_plain(v, _depth + 1) for k, v in value.items()}

@@ -131,3 +131,12 @@ def expect_true(condition, message):
 def _short(x):
     x = complex(x) if isinstance(x, complex) else float(np.real(x))
     return f"{x:.6g}"
+
+
+def student_object(student, class_name, *args, state=None, **kwargs):
+    """Build the student's `class_name(*args, **kwargs)` where their code lives and return a
+    Handle to it; `state` (a reference module's state_dict) is loaded into it, strictly."""
+    handle = student.call(class_name, *args, keep=True, **kwargs)
+    if state is not None:
+        student.call(handle, plain(state), method="load_state_dict")
+    return handle

@@ -11,8 +11,13 @@ class InProcessStudent:
     def __init__(self, namespace):
         self.calls = StudentNamespace(namespace)
 
-    def call(self, target, *args, method=None, keep=False, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, **kwargs):
+        """`target(*args, **kwargs)` (or `target.method(...)`): a plain value, or a Handle to the
+        result if `keep`. `_time_limit` (seconds) matters only in the sandbox."""
         try:
+            # the student's code gets copies, as in the sandbox: changing them in place
+            # cannot change what the reference is then given
+            args, kwargs = roundtrip((list(args), kwargs))
             result = self.calls.call(target, args, kwargs, method=method, keep=keep)
             return result if isinstance(result, Handle) else roundtrip(result)
         except (CallError, WireError) as error:

@@ -1,17 +1,18 @@
 """The grader's side of the sandbox: start the student's process, send it calls, enforce limits."""
 import io
 import os
-import resource
 import select
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 from ..checks.core import StudentError
 from ..wire import MAX_FRAME_BYTES, WireError, decode, encode
+from .isolation import apply_limits, worker_command
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Limits:
     cell_seconds: float = 60.0        # one cell of the notebook (the cell is stopped, the next runs)
     notebook_seconds: float = 180.0   # all of the notebook's cells (the process is killed)
     call_seconds: float = 20.0        # one call of a student's function (the call is stopped)
+    submission_seconds: float = 600.0 # everything for one notebook; later calls fail at once
     grace_seconds: float = 5.0        # after which a process that ignores its time limit is killed
     cpu_seconds: int = 300            # CPU time of the whole student process
     memory_bytes: int = 4 * 2**30     # address space
@@ -37,19 +39,23 @@ class SandboxedStudent:
         self.cell_errors = {}
         self.restarts_left = limits.restarts
         self.last_failure = None
+        self.deadline = time.monotonic() + limits.submission_seconds
         self._start()
 
     # -- the interface the checks use -------------------------------------------------------
 
-    def call(self, target, *args, method=None, keep=False, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, **kwargs):
+        seconds = _time_limit or self.limits.call_seconds
         request = {"op": "call", "target": target, "args": list(args), "kwargs": kwargs,
-                   "method": method, "keep": keep}
-        return self._request(request, f"calling {target}")
+                   "method": method, "keep": keep, "seconds": float(seconds)}
+        name = "a method of your object" if not isinstance(target, str) else target
+        return self._request(request, f"calling {name}", seconds)
 
     def run_code(self, code):
         """Run test code (the visible asserts) in the notebook's namespace; None or an error."""
         try:
-            self._request({"op": "exec", "code": code}, "running the visible tests")
+            self._request({"op": "exec", "code": code, "seconds": self.limits.call_seconds},
+                          "running the visible tests", self.limits.call_seconds)
             return None
         except StudentError as error:
             return str(error)
@@ -60,21 +66,21 @@ class SandboxedStudent:
         self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
-        self.output = open(os.path.join(self.scratch.name, ".output"), "w+b")
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.scratch.name, "MPLBACKEND": "Agg",
+        self.output = tempfile.TemporaryFile()  # outside the scratch folder: the student cannot rewrite it
+        command, home = worker_command(self.scratch.name, to_child_r, from_child_w)
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
                "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "TMPDIR": self.scratch.name, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+               "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
         limits = self.limits
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(to_child_r), str(from_child_w)],
-            stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+            command, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
             cwd=self.scratch.name, env=env, pass_fds=(to_child_r, from_child_w),
-            preexec_fn=lambda: _apply_limits(limits), start_new_session=True)
+            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
         os.close(to_child_r)
         os.close(from_child_w)
         try:
             self._send({"op": "run", "cells": [list(c) for c in self.cells],
-                        "cell_seconds": self.limits.cell_seconds, "call_seconds": self.limits.call_seconds})
+                        "cell_seconds": self.limits.cell_seconds})
             reply = self._receive(self.limits.notebook_seconds, "running your notebook")
             self.cell_errors = {index: error for index, error in reply["cells"] if error}
         except StudentError as error:
@@ -82,7 +88,10 @@ class SandboxedStudent:
             self.last_failure = str(error)
             self.restarts_left = 0  # the notebook itself does not run: starting again would not help
 
-    def _request(self, request, doing):
+    def _request(self, request, doing, seconds):
+        if time.monotonic() > self.deadline:
+            raise StudentError(f"not run: your notebook used up its {self.limits.submission_seconds:g} s "
+                               "of grading time (look for slow or endless loops)")
         if self.process is None or self.process.poll() is not None:
             if self.restarts_left <= 0:
                 raise StudentError(f"not run: your notebook's process stopped earlier ({self.last_failure})")
@@ -90,7 +99,7 @@ class SandboxedStudent:
             self.close()
             self._start()
         self._send(request)
-        reply = self._receive(self.limits.call_seconds + self.limits.grace_seconds, doing)
+        reply = self._receive(seconds + self.limits.grace_seconds, doing)
         if "error" in reply:
             raise StudentError(reply["error"])
         return reply["value"]
@@ -121,7 +130,6 @@ class SandboxedStudent:
         raise StudentError(failure)
 
     def _read_exact(self, size, seconds):
-        import time
         deadline = time.monotonic() + seconds
         chunks, remaining = [], size
         while remaining:
@@ -189,11 +197,3 @@ def _write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def _apply_limits(limits):
-    """In the child, before it runs Python: resource limits of the whole student process."""
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

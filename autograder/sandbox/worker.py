@@ -79,7 +79,6 @@ def serve(channel_in, channel_out):
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim}
     calls = StudentNamespace(namespace)
     request = read_frame(channel_in)
-    call_seconds = request["call_seconds"]
     write_frame(channel_out, {"cells": run_cells(request["cells"], namespace, request["cell_seconds"])})
     while True:
         try:
@@ -87,6 +86,7 @@ def serve(channel_in, channel_out):
         except EOFError:
             return
         try:
+            call_seconds = request.get("seconds", 20.0)
             with time_limit(call_seconds):
                 if request["op"] == "call":
                     reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],

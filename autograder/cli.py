@@ -4,6 +4,8 @@ import os
 import sys
 
 from . import pipeline, report
+from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
+from .sandbox.session import Limits
 
 
 def main(argv=None):
@@ -14,17 +16,33 @@ def main(argv=None):
     grade.add_argument("--out", required=True, help="folder for grades.csv and feedback/")
     grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="parallel workers (default: cores)")
     grade.add_argument("--quiet", action="store_true", help="no progress and no table")
+    defaults = Limits()
+    for name, help_text in (("cell_seconds", "one notebook cell"), ("call_seconds", "one call of a student's function"),
+                            ("notebook_seconds", "all the notebook's cells"), ("submission_seconds", "one notebook in all")):
+        grade.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
+                           help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
+    grade.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
+                       help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
     args = parser.parse_args(argv)
+    limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
+                    notebook_seconds=args.notebook_seconds, submission_seconds=args.submission_seconds,
+                    memory_bytes=args.memory_mb * 2**20)
 
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions} is not a folder")
 
+    if not bubblewrap_works():
+        print(f"\n*** WARNING: {NOT_ISOLATED} ***\n", file=sys.stderr)
+
     def progress(done, total, graded):
         if not args.quiet:
-            print(f"[{done}/{total}] {graded.student}/{graded.assignment}: "
-                  f"{graded.score:g}/{graded.max_score:g}", file=sys.stderr)
+            bar = "#" * (30 * done // total)
+            print(f"\r[{bar:<30}] {done}/{total} {graded.student}/{graded.assignment}: "
+                  f"{graded.score:g}/{graded.max_score:g}".ljust(100), end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
 
-    graded, problems = pipeline.grade_all(args.submissions, jobs=args.jobs, progress=progress)
+    graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
+                                          progress=progress)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
     path = report.write_grades(graded, args.out)

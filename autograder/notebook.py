@@ -93,16 +93,31 @@ def load_submission(path, assignment):
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise NotebookError(f"{path.name} is not a valid notebook file (invalid JSON: {error}). "
                             "Was it saved completely? Download it again from Jupyter.") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise NotebookError(f"{path.name} is not a Jupyter notebook (it has no list of cells)")
-    if data.get("nbformat") != 4:
+    if not isinstance(data, dict):
+        raise NotebookError(f"{path.name} is not a Jupyter notebook")
+    code_cells, warnings = [], []
+    if data.get("nbformat") == 3:
+        try:
+            data = json.loads(nbformat.writes(nbformat.reads(raw.decode("utf-8"), as_version=4)))
+            warnings.append(f"{path.name} was saved in the old notebook format 3; it was converted to format 4")
+        except Exception as error:
+            raise NotebookError(f"{path.name} is in notebook format 3 and could not be converted: {error}") from None
+    elif data.get("nbformat") != 4:
         raise NotebookError(f"{path.name} has notebook format {data.get('nbformat')!r}; "
                             "open and save it with Jupyter (format 4)")
+    if not isinstance(data.get("cells"), list):
+        raise NotebookError(f"{path.name} is not a Jupyter notebook (it has no list of cells)")
     test_ids = {"test_" + e.name for e in exercises(assignment)}
-    code_cells, warnings = [], []
+    present = {nbgrader_meta(c).get("grade_id") for c in data["cells"] if isinstance(c, dict)}
+    missing = sorted(test_ids - present)
+    if missing:
+        warnings.append(f"test cells {', '.join(missing)} were deleted from the notebook; "
+                        "the original tests were used")
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        if not isinstance(nbgrader_meta(cell), dict):
+            cell = dict(cell, metadata={})
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
         if not isinstance(source, str):

@@ -3,10 +3,11 @@
 SUBMISSIONS follows nbgrader's layout, `<student>/<assignment>/<assignment>.ipynb`.
 """
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from . import assignments, notebook, reference
+from . import assignments, journal, notebook, reference
 from .checks import run_exercise
 from .notebook import NotebookError, load_submission
 from .sandbox.session import Limits, SandboxedStudent
@@ -43,22 +44,34 @@ def _exercise_score(results, note):
 
 
 def discover(submissions):
-    """[(student, assignment, notebook path)] in a stable order, plus problems with the layout."""
-    known = set(assignments())
+    """[(student, assignment, notebook path)] in a stable order, plus problems with the layout.
+
+    A folder whose name is close to an assignment's (`01_weights`, `01-Weights`) is graded as
+    that assignment, with a note, unless the student also has the right folder."""
+    known = assignments()
     found, problems = [], []
     for student in sorted(os.listdir(submissions)):
         student_dir = os.path.join(submissions, student)
         if not os.path.isdir(student_dir) or student.startswith("."):
             continue
-        for assignment in sorted(os.listdir(student_dir)):
-            if assignment.startswith("."):
+        folders = sorted(f for f in os.listdir(student_dir) if not f.startswith("."))
+        for folder in folders:
+            assignment = folder if folder in known else _closest(folder, known)
+            if assignment is None or (assignment != folder and assignment in folders):
+                problems.append(f"{student}/{folder}: not an assignment of this course "
+                                f"(expected one of {', '.join(known)}); not graded")
                 continue
-            if assignment not in known:
-                problems.append(f"{student}/{assignment}: not an assignment of this course "
-                                f"(expected one of {', '.join(sorted(known))}); not graded")
-                continue
-            found.append((student, assignment, os.path.join(student_dir, assignment, f"{assignment}.ipynb")))
+            if assignment != folder:
+                problems.append(f"{student}/{folder}: graded as {assignment} (the folder should be named {assignment})")
+            found.append((student, assignment, os.path.join(student_dir, folder, f"{assignment}.ipynb")))
     return found, problems
+
+
+def _closest(folder, known):
+    import difflib
+    normal = folder.lower().replace("_", "-").replace(" ", "-")
+    match = difflib.get_close_matches(normal, known, n=1, cutoff=0.8)
+    return match[0] if match else None
 
 
 def grade_notebook(student, assignment, path, limits=Limits()):
@@ -71,6 +84,9 @@ def grade_notebook(student, assignment, path, limits=Limits()):
         graded.exercises = [(e, [], graded.problem) for e in exercises]
         return graded
     graded.notes.extend(submission.warnings)
+    extra = sorted(f for f in os.listdir(os.path.dirname(path)) if f.endswith(".ipynb") and f != f"{assignment}.ipynb")
+    if extra:
+        graded.notes.append(f"only {assignment}.ipynb is graded; ignored: {', '.join(extra)}")
     ref = reference.load(assignment)
     with SandboxedStudent(submission.code_cells, limits) as student_process:
         for index, error in sorted(student_process.cell_errors.items(), key=lambda kv: (kv[0] is None, kv[0])):
@@ -88,13 +104,13 @@ def _load(path, assignment):
         others = sorted(f for f in os.listdir(folder) if f.endswith(".ipynb")) if os.path.isdir(folder) else []
         hint = f" (found {', '.join(others)}: rename it to {assignment}.ipynb)" if others else ""
         raise NotebookError(f"no {assignment}.ipynb in the submission{hint}")
-    return load_submission(__import__("pathlib").Path(path), assignment)
+    return load_submission(Path(path), assignment)
 
 
-def _grade_job(job):
+def _grade_job(job, limits=Limits()):
     student, assignment, path = job
     try:
-        return grade_notebook(student, assignment, path)
+        return grade_notebook(student, assignment, path, limits)
     except Exception as error:  # a grader bug must cost one notebook, not the run
         graded = Graded(student, assignment, [])
         graded.problem = f"not graded: internal grader error ({type(error).__name__}: {error})"
@@ -102,20 +118,35 @@ def _grade_job(job):
         return graded
 
 
-def grade_all(submissions, jobs=None, progress=None):
-    """Grade every notebook; results in discovery order, whatever order the workers finish in."""
+def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None):
+    """Grade every notebook; results in discovery order, whatever order the workers finish in.
+    With `out_dir`, each result is journaled as it comes and a journaled one is not graded again."""
     found, problems = discover(submissions)
     jobs = jobs or os.cpu_count() or 1
-    results = [None] * len(found)
-    if jobs == 1 or len(found) <= 1:
-        for i, job in enumerate(found):
-            results[i] = _grade_job(job)
-            progress and progress(i + 1, len(found), results[i])
+    results = [journal.load(out_dir, *job) if out_dir else None for job in found]
+    todo = [i for i, r in enumerate(results) if r is None]
+    done = len(found) - len(todo)
+
+    def finish(i, graded):
+        nonlocal done
+        results[i] = graded
+        if out_dir:
+            journal.save(out_dir, graded, found[i][2])
+        done += 1
+        progress and progress(done, len(found), graded)
+
+    if jobs == 1 or len(todo) <= 1:
+        for i in todo:
+            finish(i, _grade_job(found[i], limits))
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(_grade_job, job): i for i, job in enumerate(found)}
-            from concurrent.futures import as_completed
-            for done, future in enumerate(as_completed(futures), 1):
-                results[futures[future]] = future.result()
-                progress and progress(done, len(found), results[futures[future]])
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_up) as pool:
+            futures = {pool.submit(_grade_job, found[i], limits): i for i in todo}
+            for future in as_completed(futures):
+                finish(futures[future], future.result())
     return results, problems
+
+
+def _warm_up():
+    """Each grading worker loads the references once, before its first notebook."""
+    for assignment in assignments():
+        reference.load(assignment)

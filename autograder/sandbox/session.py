@@ -1,5 +1,4 @@
 """The grader's side of the sandbox: start the student's process, send it calls, enforce limits."""
-import io
 import os
 import select
 import signal
@@ -7,6 +6,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -25,7 +25,7 @@ class Limits:
     cpu_seconds: int = 300            # CPU time of the whole student process
     memory_bytes: int = 4 * 2**30     # address space
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
-    output_bytes: int = 1 * 2**20     # what is kept of the student's printed output
+    output_bytes: int = 64 * 2**10    # what is kept of the student's printed output (the tail)
     restarts: int = 2                 # times a crashed or hung process is started again
 
 
@@ -66,18 +66,18 @@ class SandboxedStudent:
         self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
         to_child_r, self.to_child = os.pipe()
         self.from_child, from_child_w = os.pipe()
-        self.output = tempfile.TemporaryFile()  # outside the scratch folder: the student cannot rewrite it
         command, home = worker_command(self.scratch.name, to_child_r, from_child_w)
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
                "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
         limits = self.limits
         self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=self.output, stderr=subprocess.STDOUT,
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd=self.scratch.name, env=env, pass_fds=(to_child_r, from_child_w),
             preexec_fn=lambda: apply_limits(limits), start_new_session=True)
         os.close(to_child_r)
         os.close(from_child_w)
+        self.output = OutputTail(self.process.stdout, self.limits.output_bytes)
         try:
             self._send({"op": "run", "cells": [list(c) for c in self.cells],
                         "cell_seconds": self.limits.cell_seconds})
@@ -158,14 +158,6 @@ class SandboxedStudent:
             return f"{name}, {hint}"
         return f"exit status {code}: did the code call os._exit()?"
 
-    def printed_output(self):
-        """The tail of what the student's code printed (for the feedback)."""
-        self.output.flush()
-        self.output.seek(0, io.SEEK_END)
-        size = self.output.tell()
-        self.output.seek(max(0, size - 2000))
-        return self.output.read().decode("utf-8", "replace")
-
     def kill(self):
         if self.process is not None and self.process.poll() is None:
             try:
@@ -183,7 +175,7 @@ class SandboxedStudent:
                 except OSError:
                     pass
         self.to_child = self.from_child = None
-        self.output.close()
+        self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
         self.scratch.cleanup()
 
     def __enter__(self):
@@ -191,6 +183,26 @@ class SandboxedStudent:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class OutputTail(threading.Thread):
+    """Drains what the student's code prints, keeping only the last `keep` bytes: a flood of
+    output costs neither memory nor disk, and never blocks the student's process."""
+
+    def __init__(self, stream, keep):
+        super().__init__(daemon=True)
+        self.stream, self.keep, self.total, self.tail = stream, keep, 0, b""
+        self.start()
+
+    def run(self):
+        for chunk in iter(lambda: self.stream.read1(1 << 16), b""):
+            self.total += len(chunk)
+            self.tail = (self.tail + chunk)[-self.keep:]
+        self.stream.close()
+
+    def text(self):
+        note = f"[{self.total - len(self.tail)} bytes of earlier output dropped]\n" if self.total > len(self.tail) else ""
+        return note + self.tail.decode("utf-8", "replace")
 
 
 def _write_all(fd, data):

@@ -69,6 +69,10 @@ def run_cells(cells, namespace, cell_seconds):
     return report
 
 
+def _no_input(prompt=""):
+    raise RuntimeError("input() cannot be answered while the notebook is graded: remove it")
+
+
 def _close_figures():
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None:
@@ -76,7 +80,8 @@ def _close_figures():
 
 
 def serve(channel_in, channel_out):
-    namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim}
+    namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim,
+                 "input": _no_input}
     calls = StudentNamespace(namespace)
     request = read_frame(channel_in)
     write_frame(channel_out, {"cells": run_cells(request["cells"], namespace, request["cell_seconds"])})

@@ -1,0 +1,65 @@
+"""Results kept as they come, so a run that is killed loses nothing when started again.
+
+Each graded notebook is written atomically to OUT/.journal/<student>/<assignment>.json, keyed by
+the notebook's bytes and the grader's own version (checks + source notebooks): a later run
+reuses it only if neither has changed, and never counts a notebook twice.
+"""
+import functools
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from . import REPO_ROOT, notebook
+from .checks import CheckResult
+
+
+@functools.cache
+def grader_version():
+    digest = hashlib.sha256()
+    for path in sorted([*(REPO_ROOT / "autograder").rglob("*.py"), *(REPO_ROOT / "solutions").rglob("*.ipynb")]):
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _key(path):
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        data = b"(missing)"
+    return hashlib.sha256(grader_version().encode() + hashlib.sha256(data).digest()).hexdigest()
+
+
+def _entry(out_dir, student, assignment):
+    return Path(out_dir) / ".journal" / student / f"{assignment}.json"
+
+
+def load(out_dir, student, assignment, path):
+    """The Graded kept for this notebook, or None."""
+    from .pipeline import Graded
+    entry = _entry(out_dir, student, assignment)
+    try:
+        data = json.loads(entry.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != _key(path):
+        return None
+    exercises = {e.name: e for e in notebook.exercises(assignment)}
+    try:
+        return Graded(student, assignment,
+                      [(exercises[e["name"]], [CheckResult(**r) for r in e["results"]], e["note"]) for e in data["exercises"]],
+                      problem=data["problem"], notes=data["notes"])
+    except (KeyError, TypeError):
+        return None
+
+
+def save(out_dir, graded, path):
+    entry = _entry(out_dir, graded.student, graded.assignment)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    data = {"key": _key(path), "problem": graded.problem, "notes": graded.notes,
+            "exercises": [{"name": e.name, "note": note, "results": [asdict(r) for r in results]}
+                          for e, results, note in graded.exercises]}
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, entry)

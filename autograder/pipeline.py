@@ -89,8 +89,12 @@ def grade_notebook(student, assignment, path, limits=Limits()):
         graded.notes.append(f"only {assignment}.ipynb is graded; ignored: {', '.join(extra)}")
     ref = reference.load(assignment)
     with SandboxedStudent(submission.code_cells, limits) as student_process:
-        for index, error in sorted(student_process.cell_errors.items(), key=lambda kv: (kv[0] is None, kv[0])):
-            graded.notes.append(f"notebook cell {index + 1} raised {error}" if index is not None else error)
+        if None in student_process.cell_errors:  # the notebook itself could not be run to its end
+            graded.problem = f"not graded: {student_process.cell_errors[None]}"
+            graded.exercises = [(e, [], graded.problem) for e in exercises]
+            return graded
+        for index, error in sorted(student_process.cell_errors.items()):
+            graded.notes.append(f"notebook cell {index + 1} raised {error}")
         for exercise in exercises:
             visible_error = student_process.run_code(exercise.visible_test)
             note = f"the exercise's visible tests fail ({visible_error}), so it scores 0" if visible_error else ""

@@ -156,7 +156,7 @@ class SandboxedStudent:
             hint = {"SIGKILL": "killed: memory or CPU limit?", "SIGXCPU": "CPU time limit",
                     "SIGXFSZ": "file size limit", "SIGSEGV": "crashed"}.get(name, "signal")
             return f"{name}, {hint}"
-        return f"exit status {code}: did the code call os._exit()?"
+        return f"exit status {code}: the code called os._exit(), killed its own process, or crashed"
 
     def kill(self):
         if self.process is not None and self.process.poll() is None:

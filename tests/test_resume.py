@@ -1,0 +1,31 @@
+"""A run killed with SIGKILL and started again loses no row and counts none twice."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from conftest import BIN, REPO, run
+
+
+def test_a_killed_run_resumes_to_the_same_grades(tmp_path):
+    submissions = tmp_path / "submitted"
+    for copy in range(4):
+        for sample in (REPO / "samples" / "submitted").iterdir():
+            shutil.copytree(sample, submissions / f"{sample.name}-{copy}")
+    command = [BIN / "python", "-m", "autograder", "grade", submissions, "--quiet", "-j", "1"]
+
+    run(*command, "--out", tmp_path / "clean")
+    killed = subprocess.Popen([str(c) for c in command + ["--out", tmp_path / "killed"]], start_new_session=True)
+    journal = tmp_path / "killed" / ".journal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(journal.rglob("*.json"))) < 3:
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    kept = len(list(journal.rglob("*.json")))
+    assert 3 <= kept < 12, f"the kill came too late or too early ({kept} notebooks journaled)"
+    assert not (tmp_path / "killed" / "grades.csv").exists()
+
+    run(*command, "--out", tmp_path / "killed")
+    assert (tmp_path / "killed" / "grades.csv").read_bytes() == (tmp_path / "clean" / "grades.csv").read_bytes()

@@ -248,15 +248,15 @@ def scaled_factor(student, ref):
        weight=1.0)
 def scaled_variance(student, ref):
     rng = rng_for("scaled_variance")
-    for dk in (8, 512):
-        q, k = tensor(rng, (8, 32, dk)), tensor(rng, (8, 48, dk))
+    for dk in (8, 256):
+        q, k = tensor(rng, (2, 8, dk)), tensor(rng, (2, 12, dk))
         got = student.call("scaled_dot_product_scores", q, k)
-        expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (8, 32, 48),
-                    f"scaled_dot_product_scores(q (8, 32, {dk}), k (8, 48, {dk})) must return a tensor of shape "
-                    f"(8, 32, 48), got {describe(got)}")
+        expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 8, 12),
+                    f"scaled_dot_product_scores(q (2, 8, {dk}), k (2, 12, {dk})) must return a tensor of shape "
+                    f"(2, 8, 12), got {describe(got)}")
         variance = float(got.double().var())
-        expect_true(0.8 < variance < 1.25,
-                    f"scaled_dot_product_scores of unit-variance q (8, 32, {dk}) and k (8, 48, {dk}): the scores "
+        expect_true(0.6 < variance < 1.6,
+                    f"scaled_dot_product_scores of unit-variance q (2, 8, {dk}) and k (2, 12, {dk}): the scores "
                     f"have variance {variance:.3g}, expected about 1 (q . k has variance d_k = {dk})")
 
 

@@ -128,3 +128,23 @@ def load_submission(path, assignment):
             continue  # tests are the grader's business, whatever the submission's copy says
         code_cells.append((index, source))
     return Submission(code_cells=code_cells, warnings=warnings)
+
+
+PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional")
+
+
+def modules_to_preload(assignment):
+    """The heavy modules the assignment's notebook imports: a warm worker imports them once."""
+    import ast
+    names = set()
+    for source in reference_code(assignment) + [c.source for c in read_source(assignment).cells if c.cell_type == "code"]:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+    return [m for m in PRELOADABLE if m in names or any(n.startswith(m + ".") for n in names)]

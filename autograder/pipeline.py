@@ -88,7 +88,7 @@ def grade_notebook(student, assignment, path, limits=Limits()):
     if extra:
         graded.notes.append(f"only {assignment}.ipynb is graded; ignored: {', '.join(extra)}")
     ref = reference.load(assignment)
-    with SandboxedStudent(submission.code_cells, limits) as student_process:
+    with SandboxedStudent(submission.code_cells, limits, notebook.modules_to_preload(assignment)) as student_process:
         if None in student_process.cell_errors:  # the notebook itself could not be run to its end
             graded.problem = f"not graded: {student_process.cell_errors[None]}"
             graded.exercises = [(e, [], graded.problem) for e in exercises]
@@ -144,7 +144,8 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
             finish(i, _grade_job(found[i], limits))
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_up) as pool:
-            futures = {pool.submit(_grade_job, found[i], limits): i for i in todo}
+            by_assignment = sorted(todo, key=lambda i: (found[i][1], i))  # one warm zygote per assignment
+            futures = {pool.submit(_grade_job, found[i], limits): i for i in by_assignment}
             for future in as_completed(futures):
                 finish(futures[future], future.result())
     return results, problems

@@ -180,13 +180,20 @@ def write_frame(fd_file, value):
 
 
 def read_frame(fd_file):
-    head = fd_file.read(8)
-    if len(head) < 8:
-        raise EOFError("the other process closed the channel")
+    head = b""
+    while len(head) < 8:
+        chunk = fd_file.read(8 - len(head))
+        if not chunk:
+            raise EOFError("the other process closed the channel")
+        head += chunk
     (size,) = struct.unpack("<Q", head)
     if size > MAX_FRAME_BYTES:
         raise WireError(f"frame of {size} bytes is over the limit")
-    payload = fd_file.read(size)
-    if len(payload) < size:
-        raise EOFError("the other process closed the channel mid-frame")
-    return decode(payload)
+    chunks, remaining = [], size
+    while remaining:  # a raw pipe or socket returns what it has: read until the frame is whole
+        chunk = fd_file.read(remaining)
+        if not chunk:
+            raise EOFError("the other process closed the channel mid-frame")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return decode(b"".join(chunks))

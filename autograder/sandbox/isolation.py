@@ -74,13 +74,24 @@ def bubblewrap_works():
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def worker_command(scratch, in_fd, out_fd):
-    """The command that starts the student's side, isolated if it can be."""
+BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
+             "from autograder.sandbox.worker import main; main(sys.argv)")
+
+
+def worker_command(scratch, in_fd, out_fd, modules):
+    """The command that starts one student's process, isolated if it can be; and its home."""
     if bubblewrap_works():
         os.chmod(scratch, 0o777)  # the sandbox user (nobody) writes there
-        bootstrap = f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); from autograder.sandbox.worker import main; main(sys.argv)"
-        return bubblewrap_command(scratch) + [sys.executable, "-I", "-c", bootstrap, str(in_fd), str(out_fd)], SANDBOX_HOME
-    return [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(in_fd), str(out_fd)], scratch
+        return (bubblewrap_command(scratch) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
+                SANDBOX_HOME)
+    return [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(in_fd), str(out_fd), *modules], scratch
+
+
+def zygote_command(scratch, control_fd, modules):
+    """The command that starts a zygote under bubblewrap (never without it); and its home."""
+    os.chmod(scratch, 0o777)
+    return (bubblewrap_command(scratch) + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
+            SANDBOX_HOME)
 
 
 def apply_limits(limits):

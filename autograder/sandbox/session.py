@@ -1,10 +1,17 @@
-"""The grader's side of the sandbox: start the student's process, send it calls, enforce limits."""
+"""The grader's side of the sandbox: get a student process, send it calls, enforce limits.
+
+Under bubblewrap a student's process is forked from a warm *zygote* (see `worker.zygote`) that
+has already imported what the assignment needs, so a submission does not pay for numpy or
+torch; the zygote's namespace is emptied between submissions. Without bubblewrap each
+submission gets a fresh process. Any surprise from a zygote (a hang, garbage on its channel, a
+dirty namespace) and it is killed; the next submission gets a new one.
+"""
 import os
 import select
 import signal
+import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -12,7 +19,7 @@ from dataclasses import dataclass
 
 from ..checks.core import StudentError
 from ..wire import MAX_FRAME_BYTES, WireError, decode, encode
-from .isolation import apply_limits, worker_command
+from .isolation import apply_limits, bubblewrap_works, worker_command, zygote_command
 
 
 @dataclass(frozen=True)
@@ -22,19 +29,192 @@ class Limits:
     call_seconds: float = 20.0        # one call of a student's function (the call is stopped)
     submission_seconds: float = 600.0 # everything for one notebook; later calls fail at once
     grace_seconds: float = 5.0        # after which a process that ignores its time limit is killed
-    cpu_seconds: int = 300            # CPU time of the whole student process
+    cpu_seconds: int = 300            # CPU time of one student process
     memory_bytes: int = 4 * 2**30     # address space
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
     output_bytes: int = 64 * 2**10    # what is kept of the student's printed output (the tail)
     restarts: int = 2                 # times a crashed or hung process is started again
 
 
+class StudentProcess:
+    """One student's process as the grader sees it: a channel, and how to end it."""
+
+    def send(self, request):
+        payload = encode(request)
+        try:
+            _write_all(self.write_fd, struct.pack("<Q", len(payload)) + payload)
+        except OSError:
+            pass  # the process is gone; receive() reports why
+
+    def receive(self, seconds):
+        """A reply; TimeoutError, EOFError or WireError otherwise."""
+        deadline = time.monotonic() + seconds
+        (size,) = struct.unpack("<Q", _read_exact(self.read_fd, 8, deadline))
+        if size > MAX_FRAME_BYTES:
+            raise WireError("a reply over the size limit")
+        return decode(_read_exact(self.read_fd, size, deadline))
+
+
+class FreshProcess(StudentProcess):
+    """A new worker process for one submission (bubblewrapped if it can be)."""
+
+    def __init__(self, limits, modules):
+        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
+        to_child_r, self.write_fd = os.pipe()
+        self.read_fd, from_child_w = os.pipe()
+        command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=self.scratch.name, env=_student_env(home), pass_fds=(to_child_r, from_child_w),
+            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.output = OutputTail(self.process.stdout, limits.output_bytes)
+
+    def death(self):
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "it closed its channel"
+        return _describe_exit(code)
+
+    def end(self):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        for fd in (self.write_fd, self.read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
+        self.scratch.cleanup()
+
+
+class Zygote:
+    """A warm, bubblewrapped process that forks the students' processes (worker.zygote)."""
+
+    def __init__(self, limits, modules):
+        self.limits, self.modules = limits, modules
+        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-zygote-")
+        self.control, theirs = socket.socketpair()
+        command, home = zygote_command(self.scratch.name, theirs.fileno(), modules)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=self.scratch.name, env=_student_env(home), pass_fds=(theirs.fileno(),),
+            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
+        theirs.close()
+        self.output = OutputTail(self.process.stdout, limits.output_bytes)
+        self.busy = False
+        self._expect_ready(120)
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def _expect_ready(self, seconds):
+        deadline = time.monotonic() + seconds
+        (size,) = struct.unpack("<Q", _read_exact(self.control.fileno(), 8, deadline))
+        if size > 4096:
+            raise WireError("the zygote's reply is too long")
+        reply = decode(_read_exact(self.control.fileno(), size, deadline))
+        if not (reply.get("ready") and reply.get("clean")):
+            raise WireError(f"the zygote is not clean: {reply}")
+        self.busy = False
+        return reply
+
+    def fork(self):
+        payload = encode({"op": "fork"})
+        _write_all(self.control.fileno(), struct.pack("<Q", len(payload)) + payload)
+        ready, _, _ = select.select([self.control], [], [], 30)
+        if not ready:
+            raise TimeoutError
+        data, fds, _, _ = socket.recv_fds(self.control, 1, 1)
+        if data != b"F" or len(fds) != 1:
+            raise WireError("the zygote did not fork")
+        self.busy = True
+        return socket.socket(fileno=fds[0])
+
+    def child_ended(self, seconds):
+        """Wait for the zygote's word that the child ended and all is clean; its exit status."""
+        return self._expect_ready(seconds)["exited"]
+
+    def kill(self):
+        if self.alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.control.close()
+        self.output.join(timeout=2)
+        self.scratch.cleanup()
+
+
+_zygote = None  # one per grading process: the last one used
+
+
+def _zygote_for(limits, modules):
+    global _zygote
+    if _zygote is not None and (not _zygote.alive() or _zygote.busy or _zygote.modules != modules
+                                or _zygote.limits != limits):
+        _zygote.kill()
+        _zygote = None
+    if _zygote is None:
+        _zygote = Zygote(limits, modules)
+    return _zygote
+
+
+class ForkedProcess(StudentProcess):
+    """A student's process forked from the zygote, on its own socket."""
+
+    def __init__(self, limits, modules):
+        self.limits = limits
+        for attempt in range(2):  # a zygote that fails to fork is replaced once
+            try:
+                self.zygote = _zygote_for(limits, modules)
+                self.socket = self.zygote.fork()
+                break
+            except (OSError, TimeoutError, EOFError, WireError):
+                if _zygote is not None:
+                    _zygote.kill()
+                    globals()["_zygote"] = None
+                if attempt:
+                    raise
+        self.read_fd = self.write_fd = self.socket.fileno()
+        self.exit_status = None
+
+    def death(self):
+        self._finish()
+        return _describe_exit_text(self.exit_status) if self.exit_status else "it closed its channel"
+
+    def _finish(self):
+        if self.socket is None:
+            return
+        self.socket.close()
+        self.socket = None
+        try:
+            self.exit_status = self.zygote.child_ended(self.limits.grace_seconds)
+        except (OSError, TimeoutError, EOFError, WireError, struct.error):
+            self.zygote.kill()  # a child that does not end, or a namespace left dirty
+
+    def end(self):
+        self._finish()
+
+
+def _open_process(limits, modules):
+    return ForkedProcess(limits, modules) if bubblewrap_works() else FreshProcess(limits, modules)
+
+
 class SandboxedStudent:
     """A student's notebook running in its own process; `call` has InProcessStudent's interface."""
 
-    def __init__(self, cells, limits=Limits()):
+    def __init__(self, cells, limits=Limits(), modules=("numpy",)):
         self.cells = cells
         self.limits = limits
+        self.modules = list(modules)
         self.process = None
         self.cell_errors = {}
         self.restarts_left = limits.restarts
@@ -63,120 +243,60 @@ class SandboxedStudent:
     # -- the process ------------------------------------------------------------------------
 
     def _start(self):
-        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
-        to_child_r, self.to_child = os.pipe()
-        self.from_child, from_child_w = os.pipe()
-        command, home = worker_command(self.scratch.name, to_child_r, from_child_w)
-        env = {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
-               "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
-        limits = self.limits
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.scratch.name, env=env, pass_fds=(to_child_r, from_child_w),
-            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self.output = OutputTail(self.process.stdout, self.limits.output_bytes)
         try:
-            self._send({"op": "run", "cells": [list(c) for c in self.cells],
-                        "cell_seconds": self.limits.cell_seconds})
+            self.process = _open_process(self.limits, self.modules)
+        except (OSError, TimeoutError, EOFError, WireError) as error:
+            self.process = None
+            self.cell_errors = {None: f"the grader could not start a process for your notebook ({error})"}
+            self.restarts_left = 0
+            return
+        try:
+            self.process.send({"op": "run", "cells": [list(c) for c in self.cells],
+                               "cell_seconds": self.limits.cell_seconds})
             reply = self._receive(self.limits.notebook_seconds, "running your notebook")
             self.cell_errors = {index: error for index, error in reply["cells"] if error}
         except StudentError as error:
             self.cell_errors = {None: str(error)}
-            self.last_failure = str(error)
             self.restarts_left = 0  # the notebook itself does not run: starting again would not help
 
     def _request(self, request, doing, seconds):
         if time.monotonic() > self.deadline:
             raise StudentError(f"not run: your notebook used up its {self.limits.submission_seconds:g} s "
                                "of grading time (look for slow or endless loops)")
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             if self.restarts_left <= 0:
                 raise StudentError(f"not run: your notebook's process stopped earlier ({self.last_failure})")
             self.restarts_left -= 1
-            self.close()
             self._start()
-        self._send(request)
+            if self.process is None:
+                raise StudentError(f"not run: {self.cell_errors.get(None)}")
+        self.process.send(request)
         reply = self._receive(seconds + self.limits.grace_seconds, doing)
         if "error" in reply:
             raise StudentError(reply["error"])
         return reply["value"]
 
-    def _send(self, request):
-        try:
-            payload = encode(request)
-            os.write(self.to_child, struct.pack("<Q", len(payload)))
-            _write_all(self.to_child, payload)
-        except (BrokenPipeError, OSError):
-            pass  # the process is gone; _receive reports why
-
     def _receive(self, seconds, doing):
         try:
-            head = self._read_exact(8, seconds)
-            (size,) = struct.unpack("<Q", head)
-            if size > MAX_FRAME_BYTES:
-                raise WireError("a reply over the size limit")
-            return decode(self._read_exact(size, seconds))
+            reply = self.process.receive(seconds)
+            if isinstance(reply, dict) and ("value" in reply or "error" in reply or "cells" in reply):
+                return reply
+            failure = f"unreadable reply while {doing}"
         except TimeoutError:
             failure = f"time limit: {doing} took more than {seconds:g} s"
         except EOFError:
-            failure = f"your notebook's process ended while {doing} ({self._death()})"
-        except WireError as error:
+            failure = f"your notebook's process ended while {doing} ({self.process.death()})"
+        except (WireError, struct.error) as error:
             failure = f"unreadable reply while {doing}: {error}"
-        self.kill()
+        self.process.end()
+        self.process = None
         self.last_failure = failure
         raise StudentError(failure)
 
-    def _read_exact(self, size, seconds):
-        deadline = time.monotonic() + seconds
-        chunks, remaining = [], size
-        while remaining:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([self.from_child], [], [], left)
-            if not ready:
-                raise TimeoutError
-            chunk = os.read(self.from_child, min(remaining, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def _death(self):
-        try:
-            code = self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return "it closed its channel"
-        if code < 0:
-            name = signal.Signals(-code).name
-            hint = {"SIGKILL": "killed: memory or CPU limit?", "SIGXCPU": "CPU time limit",
-                    "SIGXFSZ": "file size limit", "SIGSEGV": "crashed"}.get(name, "signal")
-            return f"{name}, {hint}"
-        return f"exit status {code}: the code called os._exit(), killed its own process, or crashed"
-
-    def kill(self):
-        if self.process is not None and self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.process.wait()
-
     def close(self):
-        self.kill()
-        for fd in (getattr(self, "to_child", None), getattr(self, "from_child", None)):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.to_child = self.from_child = None
-        self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
-        self.scratch.cleanup()
+        if self.process is not None:
+            self.process.end()
+            self.process = None
 
     def __enter__(self):
         return self
@@ -200,9 +320,43 @@ class OutputTail(threading.Thread):
             self.tail = (self.tail + chunk)[-self.keep:]
         self.stream.close()
 
-    def text(self):
-        note = f"[{self.total - len(self.tail)} bytes of earlier output dropped]\n" if self.total > len(self.tail) else ""
-        return note + self.tail.decode("utf-8", "replace")
+
+def _student_env(home):
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
+            "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+
+
+def _describe_exit(code):
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = {"SIGKILL": "killed: memory or CPU limit?", "SIGXCPU": "CPU time limit",
+                "SIGXFSZ": "file size limit", "SIGSEGV": "crashed"}.get(name, "signal")
+        return f"{name}, {hint}"
+    return f"exit status {code}: the code called os._exit(), killed its own process, or crashed"
+
+
+def _describe_exit_text(text):
+    if text.startswith("killed by"):
+        return f"{text}: a memory or CPU limit, or the code killed its own process"
+    return f"{text}: the code called os._exit() or exit, or crashed"
+
+
+def _read_exact(fd, size, deadline):
+    chunks, remaining = [], size
+    while remaining:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            raise TimeoutError
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def _write_all(fd, data):

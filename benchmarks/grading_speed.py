@@ -1,0 +1,70 @@
+"""Grading speed: nbgrader autograde and `python -m autograder grade` on the same submissions.
+
+    .venv/bin/python benchmarks/grading_speed.py [--students 20] [--jobs N] [--skip-nbgrader]
+
+Every student hands in the reference solution of every assignment (the slowest honest case:
+every check runs). Both graders run in this one process's lifetime, side by side, on the same
+machine; the ratio is what to compare (the machine is shared and noisy).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from submissions import filled_notebook, write  # noqa: E402
+
+from autograder import assignments  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def timed(command, **kwargs):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    start = time.perf_counter()
+    subprocess.run([str(c) for c in command], check=True, capture_output=True, env=env, **kwargs)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count())
+    parser.add_argument("--skip-nbgrader", action="store_true")
+    parser.add_argument("--assignments", nargs="*", default=assignments())
+    args = parser.parse_args()
+
+    course = Path(tempfile.mkdtemp(prefix="grading-speed-"))
+    try:
+        for a in args.assignments:
+            nb = filled_notebook(a)
+            for s in range(args.students):
+                write(nb, course / "submitted" / f"student{s:03d}" / a / f"{a}.ipynb")
+        notebooks = args.students * len(args.assignments)
+        print(f"{args.students} students x {len(args.assignments)} assignments = {notebooks} notebooks; "
+              f"{os.cpu_count()} cores; autograder -j {args.jobs}")
+
+        ours = timed([BIN / "python", "-m", "autograder", "grade", course / "submitted", "--out", course / "ours",
+                      "-j", args.jobs, "--quiet"], cwd=REPO)
+        print(f"autograder: {ours:7.1f} s  ({ours / notebooks:.2f} s per notebook)")
+        if args.skip_nbgrader:
+            return
+        shutil.copytree(REPO / "solutions", course / "solutions")
+        flags = [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course}/gradebook.db"]
+        for a in args.assignments:
+            timed([BIN / "nbgrader", "generate_assignment", a, "--force", *flags], cwd=REPO)
+        theirs = sum(timed([BIN / "nbgrader", "autograde", a, "--create", "--force", *flags], cwd=REPO)
+                     for a in args.assignments)
+        print(f"nbgrader:   {theirs:7.1f} s  ({theirs / notebooks:.2f} s per notebook)")
+        print(f"ratio nbgrader / autograder: {theirs / ours:.1f}x")
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

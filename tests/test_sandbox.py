@@ -1,0 +1,39 @@
+"""The sandbox between two students: nothing the first leaves behind reaches the second, even
+when both are forked from the same warm zygote."""
+import pytest
+
+from autograder.sandbox.isolation import bubblewrap_works
+from autograder.sandbox.session import Limits, SandboxedStudent
+
+FIRST = [(0, """
+import os, subprocess
+open('leftover', 'w').write('x')
+open('/tmp/leftover', 'w').write('x')
+subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)
+""")]
+SECOND = [(0, """
+import os
+def what_is_left():
+    others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > os.getpid() + 0 and p != str(os.getpid())]
+    return {'home': sorted(os.listdir('.')), 'tmp': sorted(os.listdir('/tmp')),
+            'sleepers': sum(b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit())}
+""")]
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="needs bubblewrap")
+def test_the_next_student_finds_nothing_left():
+    with SandboxedStudent(FIRST, Limits(), ["numpy"]) as first:
+        assert first.cell_errors == {}
+    with SandboxedStudent(SECOND, Limits(), ["numpy"]) as second:
+        left = second.call("what_is_left")
+    assert left == {"home": [], "tmp": [], "sleepers": 0}
+
+
+def test_values_cross_on_plain_data_only():
+    cells = [(0, "import numpy as np\nclass Liar(np.ndarray):\n    def __eq__(self, o): return True\n"
+                 "def f():\n    return np.zeros(3).view(Liar)\ndef g():\n    return object()")]
+    with SandboxedStudent(cells) as student:
+        value = student.call("f")
+        assert type(value).__name__ == "ndarray" and not (value == 1).any()
+        with pytest.raises(Exception, match="cannot be sent"):
+            student.call("g")

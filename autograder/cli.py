@@ -23,7 +23,30 @@ def main(argv=None):
                            help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
     grade.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
                        help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
+    scope = commands.add_parser("gradescope", help="build a Gradescope autograder zip for one assignment")
+    scope.add_argument("assignment")
+    scope.add_argument("--out", help="zip path (default: <assignment>-gradescope.zip)")
+    scope_run = commands.add_parser("gradescope-results", help="(inside Gradescope) grade a submission, write results.json")
+    scope_run.add_argument("assignment")
+    scope_run.add_argument("submission_dir")
+    scope_run.add_argument("results_json")
+    export = commands.add_parser("export", help="LMS export: one row per student, one column per assignment")
+    export.add_argument("grades_csv", help="grades.csv written by `grade`")
+    export.add_argument("--to", required=True, help="the CSV file to write")
     args = parser.parse_args(argv)
+    if args.command == "gradescope":
+        from .gradescope import build_zip
+        print(build_zip(args.assignment, args.out or f"{args.assignment}-gradescope.zip"))
+        return 0
+    if args.command == "gradescope-results":
+        from .gradescope import results_json
+        data = results_json(args.assignment, args.submission_dir, args.results_json)
+        print(f"{args.assignment}: {data['score']:g} points")
+        return 0
+    if args.command == "export":
+        from .export import write_lms
+        print(write_lms(args.grades_csv, args.to))
+        return 0
     limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
                     notebook_seconds=args.notebook_seconds, submission_seconds=args.submission_seconds,
                     memory_bytes=args.memory_mb * 2**20)

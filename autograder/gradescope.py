@@ -1,0 +1,95 @@
+"""Gradescope: build an autograder zip for one assignment, and (inside it) write results.json.
+
+The zip holds this package, the assignment's source notebook (the reference: it never reaches
+the student's process) and a `setup.sh` / `run_autograder` pair. On Gradescope the student's
+notebook is graded by the same pipeline as here; each check becomes one of Gradescope's tests:
+the visible tests of an exercise are visible at once, the hidden checks after publication.
+"""
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from . import REPO_ROOT, SOLUTIONS_DIR
+from .pipeline import grade_notebook
+
+REQUIREMENTS = ["numpy==2.4.6", "torch==2.13.0", "matplotlib==3.11.2", "nbformat==5.11.1", "ipython==9.18.1"]
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when the autograder image is built.
+set -euo pipefail
+apt-get update -qq
+apt-get install -y -qq python3 python3-pip python3-venv bubblewrap >/dev/null || apt-get install -y -qq python3 python3-pip python3-venv
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install -q -r /autograder/source/requirements.txt
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for each submission: grade it, write results/results.json.
+set -uo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
+cd "$ROOT/source"
+"$PYTHON" -m autograder gradescope-results {assignment} "$ROOT/submission" "$ROOT/results/results.json"
+"""
+
+
+def build_zip(assignment, out_path):
+    """The Gradescope autograder zip for `assignment`."""
+    if not (SOLUTIONS_DIR / assignment).is_dir():
+        raise SystemExit(f"no assignment {assignment!r} in {SOLUTIONS_DIR}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((REPO_ROOT / "autograder").rglob("*.py")):
+            archive.write(path, path.relative_to(REPO_ROOT))
+        for path in sorted((SOLUTIONS_DIR / assignment).iterdir()):
+            archive.write(path, path.relative_to(REPO_ROOT))
+        for name, text, mode in (("setup.sh", SETUP_SH, 0o755),
+                                 ("run_autograder", RUN_AUTOGRADER.format(assignment=assignment), 0o755),
+                                 ("requirements.txt", "\n".join(REQUIREMENTS) + "\n", 0o644)):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            archive.writestr(info, text)
+    return out_path
+
+
+def results_json(assignment, submission_dir, results_path):
+    """Grade the notebook Gradescope put in `submission_dir` and write Gradescope's results.json."""
+    submission_dir = Path(submission_dir)
+    notebooks = sorted(submission_dir.rglob("*.ipynb"))
+    wanted = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
+    work = Path(tempfile.mkdtemp(prefix="gradescope-"))
+    try:
+        target = work / assignment / f"{assignment}.ipynb"
+        target.parent.mkdir(parents=True)
+        if wanted:
+            shutil.copyfile(wanted[0], target)
+        graded = grade_notebook("student", assignment, str(target))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    tests = []
+    for exercise, results, note in graded.exercises:
+        tests.append({"name": f"{exercise.name}: the notebook's visible tests", "score": 0.0 if note else None,
+                      "max_score": 0.0, "output": note or "passed", "visibility": "visible"})
+        for r in results:
+            tests.append({"name": f"{exercise.name}: {r.name}", "score": 0.0 if note else round(r.points, 4),
+                          "max_score": round(r.max_points, 4), "output": r.message or "passed",
+                          "visibility": "after_published"})
+        if not results:
+            tests.append({"name": f"{exercise.name}", "score": 0.0, "max_score": exercise.points,
+                          "output": note, "visibility": "visible"})
+    for test in tests:
+        if test["score"] is None:
+            del test["score"]
+    output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)
+    data = {"score": round(graded.score, 4), "output": output or f"{assignment}: graded",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+    results_path = Path(results_path)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = results_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, results_path)
+    return data

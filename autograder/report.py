@@ -55,7 +55,8 @@ def feedback_html(graded):
             parts.append("<table><tr><th></th><th>check</th><th>points</th><th>what went wrong</th></tr>")
             for r in results:
                 mark = "<span class='pass'>✓</span>" if r.passed else "<span class='fail'>✗</span>"
-                parts.append(f"<tr><td>{mark}</td><td>{e(r.name)}</td><td>{_number(r.points)} / {_number(r.max_points)}</td>"
+                earned = 0.0 if note else r.points  # an exercise whose visible tests fail earns nothing
+                parts.append(f"<tr><td>{mark}</td><td>{e(r.name)}</td><td>{_number(earned)}&nbsp;/&nbsp;{_number(r.max_points)}</td>"
                              f"<td>{e(r.message)}</td></tr>")
             parts.append("</table>")
     parts.append("</body></html>")

@@ -105,11 +105,11 @@ def expect_close(got, expected, what, rtol=1e-6, atol=1e-9, check_dtype=True):
     got_nan, exp_nan = np.isnan(got_f), np.isnan(exp_f)
     if (got_nan & ~exp_nan).any():
         index = np.argwhere(got_nan & ~exp_nan)[0]
-        raise CheckFailure(f"{what}: NaN at index {_fmt_index(index)}, expected {exp_f[tuple(index)]!r:.12}"
+        raise CheckFailure(f"{what}: NaN at index {_fmt_index(index)}, expected {_short(exp_f[tuple(index)])}"
                            f" ({int((got_nan & ~exp_nan).sum())} NaN in all)")
     if (exp_nan & ~got_nan).any():
         index = np.argwhere(exp_nan & ~got_nan)[0]
-        raise CheckFailure(f"{what}: expected NaN at index {_fmt_index(index)}, got {got_f[tuple(index)]!r:.12}")
+        raise CheckFailure(f"{what}: expected NaN at index {_fmt_index(index)}, got {_short(got_f[tuple(index)])}")
     both = ~got_nan
     with np.errstate(invalid="ignore"):
         close = np.isclose(got_f, exp_f, rtol=rtol, atol=atol) | (got_nan & exp_nan)

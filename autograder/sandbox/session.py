@@ -34,6 +34,7 @@ class Limits:
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
     output_bytes: int = 64 * 2**10    # what is kept of the student's printed output (the tail)
     restarts: int = 2                 # times a crashed or hung process is started again
+    processes: int = 128              # processes at once in the sandbox (under bubblewrap)
 
 
 class StudentProcess:
@@ -126,7 +127,7 @@ class Zygote:
         return reply
 
     def fork(self):
-        payload = encode({"op": "fork"})
+        payload = encode({"op": "fork", "max_processes": self.limits.processes})
         _write_all(self.control.fileno(), struct.pack("<Q", len(payload)) + payload)
         ready, _, _ = select.select([self.control], [], [], 30)
         if not ready:

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 
 from ..wire import read_frame, write_frame
 from .calls import CallError, StudentNamespace, describe_exception
@@ -144,7 +145,7 @@ def zygote(control_fd, modules):
     write_frame(writer, {"ready": True, "clean": True})
     while True:
         try:
-            read_frame(reader)  # a request for a fork
+            request = read_frame(reader)  # a request for a fork
         except EOFError:
             return
         ours, theirs = socket.socketpair()
@@ -160,8 +161,37 @@ def zygote(control_fd, modules):
         theirs.close()
         socket.send_fds(control, [b"F"], [ours.fileno()])
         ours.close()
+        watcher = ProcessWatcher(request.get("max_processes", 128))
         _, status = os.waitpid(pid, 0)
-        write_frame(writer, {"exited": _status_text(status), "ready": True, "clean": _clean_namespace()})
+        watcher.stop()  # no thread may run while this process forks
+        exited = "too many processes: killed" if watcher.tripped else _status_text(status)
+        write_frame(writer, {"exited": exited, "ready": True, "clean": _clean_namespace()})
+
+
+class ProcessWatcher(threading.Thread):
+    """Counts the processes in the namespace while a student's child runs; past the limit,
+    kills them all (a fork bomb ends here, not in the machine's process table)."""
+
+    def __init__(self, limit):
+        super().__init__(daemon=True)
+        self.limit, self.tripped, self.stopped = limit, False, threading.Event()
+        self.start()
+
+    def run(self):
+        me = os.getpid()
+        while not self.stopped.wait(0.02):
+            if sum(p.isdigit() for p in os.listdir("/proc")) - 2 > self.limit:  # but init and us
+                self.tripped = True
+                while sum(p.isdigit() and int(p) not in (1, me) for p in os.listdir("/proc")):
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except ProcessLookupError:
+                        break
+                return
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
 
 
 SANDBOX_HOME = "/sandbox"

@@ -18,7 +18,8 @@ def main(argv=None):
     grade.add_argument("--quiet", action="store_true", help="no progress and no table")
     defaults = Limits()
     for name, help_text in (("cell_seconds", "one notebook cell"), ("call_seconds", "one call of a student's function"),
-                            ("notebook_seconds", "all the notebook's cells"), ("submission_seconds", "one notebook in all")):
+                            ("notebook_seconds", "all the notebook's cells"), ("exercise_seconds", "one exercise's checks"),
+                            ("submission_seconds", "one notebook in all")):
         grade.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
                            help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
     grade.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
@@ -48,7 +49,8 @@ def main(argv=None):
         print(write_lms(args.grades_csv, args.to))
         return 0
     limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
-                    notebook_seconds=args.notebook_seconds, submission_seconds=args.submission_seconds,
+                    notebook_seconds=args.notebook_seconds, exercise_seconds=args.exercise_seconds,
+                    submission_seconds=args.submission_seconds,
                     memory_bytes=args.memory_mb * 2**20)
 
     if not os.path.isdir(args.submissions):

@@ -96,6 +96,7 @@ def grade_notebook(student, assignment, path, limits=Limits()):
         for index, error in sorted(student_process.cell_errors.items()):
             graded.notes.append(f"notebook cell {index + 1} raised {error}")
         for exercise in exercises:
+            student_process.start_exercise()
             visible_error = student_process.run_code(exercise.visible_test)
             note = f"the exercise's visible tests fail ({visible_error}), so it scores 0" if visible_error else ""
             graded.exercises.append((exercise, run_exercise(assignment, exercise.name, student_process, ref), note))

@@ -27,6 +27,7 @@ class Limits:
     cell_seconds: float = 60.0        # one cell of the notebook (the cell is stopped, the next runs)
     notebook_seconds: float = 180.0   # all of the notebook's cells (the process is killed)
     call_seconds: float = 20.0        # one call of a student's function (the call is stopped)
+    exercise_seconds: float = 120.0   # all the calls of one exercise's checks; later ones fail at once
     submission_seconds: float = 600.0 # everything for one notebook; later calls fail at once
     grace_seconds: float = 5.0        # after which a process that ignores its time limit is killed
     cpu_seconds: int = 300            # CPU time of one student process
@@ -221,7 +222,12 @@ class SandboxedStudent:
         self.restarts_left = limits.restarts
         self.last_failure = None
         self.deadline = time.monotonic() + limits.submission_seconds
+        self.exercise_deadline = float("inf")
         self._start()
+
+    def start_exercise(self):
+        """Calls from now on count against a new exercise's time budget."""
+        self.exercise_deadline = time.monotonic() + self.limits.exercise_seconds
 
     # -- the interface the checks use -------------------------------------------------------
 
@@ -264,6 +270,8 @@ class SandboxedStudent:
         if time.monotonic() > self.deadline:
             raise StudentError(f"not run: your notebook used up its {self.limits.submission_seconds:g} s "
                                "of grading time (look for slow or endless loops)")
+        if time.monotonic() > self.exercise_deadline:
+            raise StudentError(f"not run: this exercise's checks used up their {self.limits.exercise_seconds:g} s")
         if self.process is None:
             if self.restarts_left <= 0:
                 raise StudentError(f"not run: your notebook's process stopped earlier ({self.last_failure})")

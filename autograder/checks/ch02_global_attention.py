@@ -7,6 +7,8 @@ import torch
 from .core import CheckFailure, StudentError, check, expect_close, expect_true, plain, rng_for, student_object
 
 ASSIGNMENT = "02-global-attention"
+# Check weights are chosen so that every share of an exercise's points is a round number
+# (0.5, 0.6, ...): grades.csv writes scores to 4 decimals, nbgrader keeps more.
 
 # What the grader trains: the notebook's sizes, the grader's own documents.
 TRAIN_DOCS, TEST_DOCS, TRAIN_SEED, TEST_SEED = 800, 400, 2024, 2025
@@ -71,7 +73,7 @@ def same_pool(student, ref, x, scores, mask, what=None, **tol):
 
 # ---- attention_pool ---------------------------------------------------------------------------------
 
-@check("attention_pool", "equals the reference on random padded documents (B, N, D)", weight=1.0)
+@check("attention_pool", "equals the reference on random padded documents (B, N, D)", weight=2.0)
 def pool_random(student, ref):
     rng = rng_for("pool_random")
     for b, n, d in ((3, 5, 4), (2, 7, 3), (1, 1, 2), (4, 6, 1), (5, 9, 8)):
@@ -328,7 +330,7 @@ def clf_invariance(student, ref):
 
 # ---- attention_mass -------------------------------------------------------------------------------
 
-@check("attention_mass", "equals the reference on random weights and selections", weight=1.0)
+@check("attention_mass", "equals the reference on random weights and selections", weight=2.0)
 def mass_random(student, ref):
     rng = rng_for("mass_random")
     for b, n in ((3, 5), (1, 8), (6, 2)):

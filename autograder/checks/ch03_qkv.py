@@ -457,7 +457,7 @@ def attention_unmasked(student, ref):
 
 
 @check("attention", "boolean masks (True = may attend): equals scaled_dot_product_attention(attn_mask=mask)",
-       weight=1.0)
+       weight=2.0)  # 8 shares of 0.5 point: no rounding between the graders
 def attention_masked(student, ref):
     rng = rng_for("attention_masked")
     for batch, nq, nk, dk, dv, dtype in qkv_cases(rng):

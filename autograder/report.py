@@ -17,7 +17,7 @@ def _atomic_write(path, text):
 
 
 def _number(x):
-    return f"{round(float(x), 4):g}"
+    return format(round(float(x), 6), ".10g")
 
 
 def write_grades(graded_list, out_dir):

@@ -62,7 +62,7 @@ def describe(value):
     if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
         kind = "array" if isinstance(value, np.ndarray) else "tensor"
         shape = tuple(value.shape)
-        if value.size <= 8:
+        if np.prod(shape, dtype=int) <= 8:
             return f"{kind} {np.asarray(value).tolist()} ({str(value.dtype).replace('torch.', '')})"
         return f"{kind} of shape {shape} ({str(value.dtype).replace('torch.', '')})"
     return repr(value)

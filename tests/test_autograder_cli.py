@@ -5,6 +5,7 @@ import csv
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
 
+from autograder import assignments
 from autograder.notebook import exercises
 from autograder.pipeline import grade_notebook
 from autograder.sandbox.session import Limits
@@ -18,15 +19,18 @@ def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(tmp_pat
     assert "perfect-student" in result.stdout and f"{FULL:g}/{FULL:g}" in result.stdout
     rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
     assert set(rows[0]) >= {"student", "assignment", "exercise", "score", "max_score"}
-    total = {}
-    for row in rows:
-        total[row["student"]] = total.get(row["student"], 0) + float(row["score"])
-    assert total["perfect-student"] == FULL and total["broken-student"] == 0
-    assert 0 < total["partial-student"] < FULL
-    broken = [r for r in rows if r["student"] == "broken-student"]
-    assert len(broken) == len(exercises(A)) and all("not a valid notebook" in r["message"] for r in broken)
-    page = (tmp_path / "feedback" / "partial-student" / f"{A}.html").read_text()
-    assert "expected" in page and "BEGIN" not in page
+    for assignment in assignments():
+        full = sum(e.points for e in exercises(assignment))
+        total = {}
+        for row in rows:
+            if row["assignment"] == assignment:
+                total[row["student"]] = total.get(row["student"], 0) + float(row["score"])
+        assert total["perfect-student"] == full and total["broken-student"] == 0, assignment
+        assert 0 < total["partial-student"] < full, assignment
+        broken = [r for r in rows if r["student"] == "broken-student" and r["assignment"] == assignment]
+        assert len(broken) == len(exercises(assignment)) and all("not a valid notebook" in r["message"] for r in broken)
+        page = (tmp_path / "feedback" / "partial-student" / f"{assignment}.html").read_text()
+        assert "expected" in page and "BEGIN" not in page
 
 
 def test_a_second_run_writes_the_same_bytes(tmp_path):

@@ -116,9 +116,11 @@ def test_nbgrader_feedback_and_export(nbgrader_course):
         run(BIN / "nbgrader", "generate_feedback", a, "--force", *flags)
         page = (course / "feedback" / "reference" / a / f"{a}.html").read_text()
         assert "Score:" in page or "score" in page.lower()
-        for student_dir in (course / "feedback").iterdir():
-            text = (student_dir / a / f"{a}.html").read_text()
-            assert "HIDDEN TESTS" not in text and "import grade" not in text, student_dir.name
+        pages = list((course / "feedback").glob(f"*/{a}/{a}.html"))
+        assert len(pages) == len(list((course / "submitted").glob(f"*/{a}/{a}.ipynb")))
+        for page in pages:
+            text = page.read_text()
+            assert "HIDDEN TESTS" not in text and "import grade" not in text, page
     run(BIN / "nbgrader", "export", f"--to={course}/grades.csv", *flags)
     with open(course / "grades.csv") as f:
         rows = {(r["student_id"], r["assignment"]): float(r["score"]) for r in csv.DictReader(f)}

@@ -25,7 +25,7 @@ book: $(STAMP)
 	@echo "Book: _build/html/index.html"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 release: $(STAMP)
 	for a in $$(ls solutions); do $(BIN)/nbgrader generate_assignment $$a --no-db --force --log-level=WARN || exit 1; done

@@ -34,7 +34,8 @@ def staged_grader():
 
 
 def _system_binds():
-    binds = ["--ro-bind", "/usr", "/usr"]
+    # /tmp first: the binds below may lie under /tmp (a venv in a clone there) and must stay visible
+    binds = ["--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = f"/{name}"
         if os.path.islink(path):
@@ -55,7 +56,7 @@ def bubblewrap_command(scratch):
             + _system_binds()
             + ["--ro-bind", staged_grader(), STAGE_MOUNT,
                "--bind", scratch, SANDBOX_HOME, "--chdir", SANDBOX_HOME,
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--"])
+               "--proc", "/proc", "--dev", "/dev", "--"])
 
 
 @functools.cache

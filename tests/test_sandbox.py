@@ -8,6 +8,9 @@ from autograder.sandbox.session import Limits, SandboxedStudent
 
 FIRST = [(0, """
 import os, subprocess
+at_start = {'home': sorted(os.listdir('.')), 'tmp': sorted(os.listdir('/tmp')), 'sleepers': 0}
+def what_was_there():
+    return at_start
 open('leftover', 'w').write('x')
 open('/tmp/leftover', 'w').write('x')
 subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)
@@ -25,9 +28,11 @@ def what_is_left():
 def test_the_next_student_finds_nothing_left():
     with SandboxedStudent(FIRST, Limits(), ["numpy"]) as first:
         assert first.cell_errors == {}
+        at_start = first.call("what_was_there")
     with SandboxedStudent(SECOND, Limits(), ["numpy"]) as second:
         left = second.call("what_is_left")
-    assert left == {"home": [], "tmp": [], "sleepers": 0}
+    assert "leftover" not in at_start["home"] + at_start["tmp"]
+    assert left == at_start  # (the sandbox's own mount points may show in /tmp)
 
 
 def test_values_cross_on_plain_data_only():

@@ -139,6 +139,7 @@ def zygote(control_fd, modules):
     import ctypes
     import socket
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4, 0: no ptrace, no /proc/<pid>/mem
+    _remember_mount_points()
     preload(modules)
     control = socket.socket(fileno=control_fd)
     reader, writer = control.makefile("rb"), control.makefile("wb")
@@ -220,7 +221,7 @@ def _clean_namespace():
     else:
         return False
     for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
-        for entry in os.listdir(folder) if os.path.isdir(folder) else []:
+        for entry in set(os.listdir(folder) if os.path.isdir(folder) else []) - _MOUNT_POINTS.get(folder, set()):
             path = os.path.join(folder, entry)
             try:
                 os.chmod(path, 0o700)
@@ -228,6 +229,14 @@ def _clean_namespace():
             except OSError:
                 return False
     return True
+
+
+_MOUNT_POINTS = {}  # what the writable folders hold at the start: the sandbox's own mount points
+
+
+def _remember_mount_points():
+    for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
+        _MOUNT_POINTS[folder] = set(os.listdir(folder)) if os.path.isdir(folder) else set()
 
 
 def _zombie(pid):

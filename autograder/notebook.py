@@ -74,12 +74,16 @@ def exercises(assignment):
     return found
 
 
+def is_explore_cell(cell):
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "explore" in tags
+
+
 def reference_code(assignment):
     """The source notebook's code that defines the reference solutions: every code cell but the
     tests and the ungraded `explore` cells."""
     cells = read_source(assignment).cells
-    return [c.source for c in cells if c.cell_type == "code" and not is_test_cell(c)
-            and "explore" not in c.metadata.get("tags", [])]
+    return [c.source for c in cells if c.cell_type == "code" and not is_test_cell(c) and not is_explore_cell(c)]
 
 
 def load_submission(path, assignment):
@@ -126,6 +130,8 @@ def load_submission(path, assignment):
         grade_id = nbgrader_meta(cell).get("grade_id")
         if is_test_cell(cell) or grade_id in test_ids:
             continue  # tests are the grader's business, whatever the submission's copy says
+        if is_explore_cell(cell):
+            continue  # plots and experiments: nothing graded may depend on them (the guides say so)
         code_cells.append((index, source))
     return Submission(code_cells=code_cells, warnings=warnings)
 

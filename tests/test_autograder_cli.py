@@ -67,3 +67,14 @@ def test_os_exit_in_a_function_is_reported(tmp_path):
     graded = grade(tmp_path, {"weighted_average": "def weighted_average(items, weights):\n    import os; os._exit(0)"})
     got = scores(graded)
     assert got["weighted_average"] == 0 and got["softmax"] == 4
+
+
+def test_explore_cells_are_not_run(tmp_path):
+    nb = filled_notebook(A)
+    explore = [c for c in nb.cells if "explore" in c.metadata.get("tags", [])]
+    assert explore, f"{A} has no explore cell"
+    for cell in explore:
+        cell.source = "import os\nwhile True:\n    pass\nos._exit(1)"
+    path = write(nb, tmp_path / f"{A}.ipynb")
+    graded = grade_notebook("student", A, str(path), Limits(cell_seconds=2, notebook_seconds=4))
+    assert sum(scores(graded).values()) == FULL and not graded.notes

@@ -34,3 +34,38 @@ def test_committed_samples_are_what_make_samples_generates(tmp_path):
     assert fresh_files == committed_files, "samples/ is stale: run tests/make_samples.py"
     for path in fresh_files:
         assert (tmp_path / path).read_bytes() == (committed / path).read_bytes(), f"samples/{path} is stale"
+
+
+def bound_and_used(source):
+    """(names the code binds anywhere, arguments included; names it reads)."""
+    import ast
+    bound, used = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return bound, used
+
+
+def test_explore_cells_define_nothing_that_graded_code_uses():
+    """The autograder skips `explore` cells; nbgrader runs them. Both give the same grades only
+    if no other cell reads a name that only an explore cell defines."""
+    from autograder.notebook import is_explore_cell, read_source
+    for a in assignments():
+        explore_bound, other_bound, other_used = set(), set(), set()
+        for cell in read_source(a).cells:
+            if cell.cell_type != "code":
+                continue
+            bound, used = bound_and_used(cell.source)
+            if is_explore_cell(cell):
+                explore_bound |= bound
+            else:
+                other_bound |= bound
+                other_used |= used
+        leaked = sorted((explore_bound - other_bound) & other_used)
+        assert not leaked, f"solutions/{a}: graded cells read {leaked}, defined only in explore cells"

@@ -140,12 +140,12 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
         done += 1
         progress and progress(done, len(found), graded)
 
+    by_assignment = sorted(todo, key=lambda i: (found[i][1], i))  # a warm zygote serves one assignment
     if jobs == 1 or len(todo) <= 1:
-        for i in todo:
+        for i in by_assignment:
             finish(i, _grade_job(found[i], limits))
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_up) as pool:
-            by_assignment = sorted(todo, key=lambda i: (found[i][1], i))  # one warm zygote per assignment
             futures = {pool.submit(_grade_job, found[i], limits): i for i in by_assignment}
             for future in as_completed(futures):
                 finish(futures[future], future.result())

@@ -1,9 +1,13 @@
 """The sandbox between two students: nothing the first leaves behind reaches the second, even
 when both are forked from the same warm zygote."""
+import os
 import shutil
+import time
+import uuid
 
 import pytest
 
+from autograder.checks.core import StudentError
 from autograder.sandbox.session import Limits, SandboxedStudent
 
 FIRST = [(0, """
@@ -43,3 +47,38 @@ def test_values_cross_on_plain_data_only():
         assert type(value).__name__ == "ndarray" and not (value == 1).any()
         with pytest.raises(Exception, match="cannot be sent"):
             student.call("g")
+
+
+FLOOD = [(0, """
+import subprocess
+def flood(n):
+    kids = [subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}']) for _ in range(n)]
+    return len(kids)
+""")]
+
+
+def marked(marker):
+    return [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+
+
+def _cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_without_bubblewrap_the_process_limit_still_holds(monkeypatch):
+    from autograder.sandbox import isolation, session
+    monkeypatch.setattr(isolation, "bubblewrap_works", lambda: False)
+    monkeypatch.setattr(session, "bubblewrap_works", lambda: False)
+    marker = f"flood-{uuid.uuid4().hex}"
+    cells = [(0, FLOOD[0][1].replace("{marker}", marker))]
+    with SandboxedStudent(cells, Limits(processes=20, restarts=0)) as student:
+        assert student.call("flood", 5) == 5  # under the limit: fine
+        with pytest.raises(StudentError, match="too many processes"):
+            student.call("flood", 100)
+    deadline = time.monotonic() + 5
+    while marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not marked(marker), "processes of the student's session survived it"

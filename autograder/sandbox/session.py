@@ -35,7 +35,7 @@ class Limits:
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
     output_bytes: int = 64 * 2**10    # what is kept of the student's printed output (the tail)
     restarts: int = 2                 # times a crashed or hung process is started again
-    processes: int = 128              # processes at once in the sandbox (under bubblewrap)
+    processes: int = 128              # processes at once (in the sandbox, or in the session without it)
 
 
 class StudentProcess:
@@ -72,20 +72,20 @@ class FreshProcess(StudentProcess):
         os.close(to_child_r)
         os.close(from_child_w)
         self.output = OutputTail(self.process.stdout, limits.output_bytes)
+        self.watcher = SessionWatcher(self.process.pid, limits.processes)
 
     def death(self):
         try:
             code = self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "it closed its channel"
+        if self.watcher.tripped:
+            return f"too many processes (more than {self.watcher.limit}): killed"
         return _describe_exit(code)
 
     def end(self):
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.watcher.stop()
+        kill_session(self.process.pid)
         self.process.wait()
         for fd in (self.write_fd, self.read_fd):
             try:
@@ -94,6 +94,59 @@ class FreshProcess(StudentProcess):
                 pass
         self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
         self.scratch.cleanup()
+
+
+class SessionWatcher(threading.Thread):
+    """Without bubblewrap there is no PID namespace: this counts the processes of the student's
+    session instead, and past the limit kills them all. A process that starts a session of its
+    own escapes it (one more reason to install bubblewrap)."""
+
+    def __init__(self, session, limit):
+        super().__init__(daemon=True)
+        self.session, self.limit, self.tripped, self.stopped = session, limit, False, threading.Event()
+        self.start()
+
+    def run(self):
+        while not self.stopped.wait(0.05):
+            if len(session_members(self.session)) > self.limit:
+                self.tripped = True
+                kill_session(self.session)
+                return
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+def session_members(session):
+    """The live (not zombie) processes of a session, from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] != b"Z" and int(fields[3]) == session:  # state, ppid, pgrp, session
+            members.append(int(entry))
+    return members
+
+
+def kill_session(session, seconds=5.0):
+    """Kill every process of the session, again until none is left (they may be forking)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        members = session_members(session)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
 
 
 class Zygote:

@@ -3,6 +3,7 @@
 A source notebook (solutions/<a>/<a>.ipynb) defines each exercise by an nbgrader solution cell
 and a test cell `test_<exercise>` holding its points, visible asserts and hidden part.
 """
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ class NotebookError(Exception):
     """A submission that cannot be read; the message is for the student."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Exercise:
     name: str
     points: float
@@ -63,6 +64,7 @@ def read_source(assignment):
     return nbformat.read(source_path(assignment), as_version=4)
 
 
+@functools.cache  # read for every notebook and every exercise graded; the source does not change
 def exercises(assignment):
     """The assignment's exercises in notebook order, from its source notebook."""
     found = []
@@ -71,7 +73,7 @@ def exercises(assignment):
         if is_test_cell(cell) and str(meta.get("grade_id", "")).startswith("test_"):
             found.append(Exercise(name=meta["grade_id"][len("test_"):], points=float(meta["points"]),
                                   visible_test=strip_hidden(cell.source)))
-    return found
+    return tuple(found)
 
 
 def is_explore_cell(cell):
@@ -139,6 +141,7 @@ def load_submission(path, assignment):
 PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional")
 
 
+@functools.cache
 def modules_to_preload(assignment):
     """The heavy modules the assignment's notebook imports: a warm worker imports them once."""
     import ast
@@ -157,4 +160,4 @@ def modules_to_preload(assignment):
     modules = [m for m in PRELOADABLE if m in names or any(n.startswith(m + ".") for n in names)]
     if "torch" in modules and any("optim." in source for source in sources):
         modules.append("torch._dynamo")  # an optimizer's first step imports it: 1.5 s per notebook otherwise
-    return modules
+    return tuple(modules)

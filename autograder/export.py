@@ -4,7 +4,8 @@ import io
 import os
 from collections import defaultdict
 
-from .report import _atomic_write, _number
+from .files import atomic_write
+from .report import _number
 
 
 def lms_table(grades_csv):
@@ -26,5 +27,5 @@ def lms_table(grades_csv):
 
 
 def write_lms(grades_csv, path):
-    _atomic_write(os.path.abspath(path), lms_table(grades_csv))
+    atomic_write(os.path.abspath(path), lms_table(grades_csv))
     return path

@@ -2,8 +2,8 @@
 
 The zip holds this package, the assignment's source notebook (the reference: it never reaches
 the student's process) and a `setup.sh` / `run_autograder` pair. On Gradescope the student's
-notebook is graded by the same pipeline as here; each check becomes one of Gradescope's tests:
-the visible tests of an exercise are visible at once, the hidden checks after publication.
+notebook is graded by the same pipeline as here; each check becomes one of Gradescope's tests,
+shown after publication; whether the notebook ran is shown at once.
 """
 import json
 import os
@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 from . import REPO_ROOT, SOLUTIONS_DIR
+from .files import atomic_write
 from .pipeline import grade_notebook
 
 REQUIREMENTS = ["numpy==2.4.6", "torch==2.13.0", "matplotlib==3.11.2", "nbformat==5.11.1", "ipython==9.18.1"]
@@ -70,26 +71,16 @@ def results_json(assignment, submission_dir, results_path):
         graded = grade_notebook("student", assignment, str(target))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    tests = []
-    for exercise, results, note in graded.exercises:
-        tests.append({"name": f"{exercise.name}: the notebook's visible tests", "score": 0.0 if note else None,
-                      "max_score": 0.0, "output": note or "passed", "visibility": "visible"})
-        for r in results:
-            tests.append({"name": f"{exercise.name}: {r.name}", "score": 0.0 if note else round(r.points, 4),
-                          "max_score": round(r.max_points, 4), "output": r.message or "passed",
-                          "visibility": "after_published"})
-        if not results:
-            tests.append({"name": f"{exercise.name}", "score": 0.0, "max_score": exercise.points,
-                          "output": note, "visibility": "visible"})
-    for test in tests:
-        if test["score"] is None:
-            del test["score"]
     output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)
+    tests = [{"name": "your notebook runs", "score": 0.0, "max_score": 0.0, "output": output or "every cell ran",
+              "visibility": "visible"}]
+    for exercise in graded.exercises:
+        for r in exercise.checks:
+            tests.append({"name": f"{exercise.name}: {r.name}", "score": round(r.points, 4),
+                          "max_score": round(r.max_points, 4),
+                          "output": r.message or "passed" if r.ran else f"not run: {r.message}",
+                          "visibility": "after_published"})
     data = {"score": round(graded.score, 4), "output": output or f"{assignment}: graded",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
-    results_path = Path(results_path)
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = results_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, results_path)
+    atomic_write(results_path, json.dumps(data, indent=1))
     return data

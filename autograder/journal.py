@@ -7,12 +7,11 @@ reuses it only if neither has changed, and never counts a notebook twice.
 import functools
 import hashlib
 import json
-import os
-from dataclasses import asdict
 from pathlib import Path
 
-from . import REPO_ROOT, notebook
-from .checks import CheckResult
+from . import REPO_ROOT
+from .files import atomic_write
+from .results import Graded
 
 
 @functools.cache
@@ -37,7 +36,6 @@ def _entry(out_dir, student, assignment):
 
 def load(out_dir, student, assignment, path):
     """The Graded kept for this notebook, or None."""
-    from .pipeline import Graded
     entry = _entry(out_dir, student, assignment)
     try:
         data = json.loads(entry.read_text())
@@ -45,21 +43,11 @@ def load(out_dir, student, assignment, path):
         return None
     if data.get("key") != _key(path):
         return None
-    exercises = {e.name: e for e in notebook.exercises(assignment)}
     try:
-        return Graded(student, assignment,
-                      [(exercises[e["name"]], [CheckResult(**r) for r in e["results"]], e["note"]) for e in data["exercises"]],
-                      problem=data["problem"], notes=data["notes"])
+        return Graded.from_dict(data["graded"])
     except (KeyError, TypeError):
         return None
 
 
 def save(out_dir, graded, path):
-    entry = _entry(out_dir, graded.student, graded.assignment)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    data = {"key": _key(path), "problem": graded.problem, "notes": graded.notes,
-            "exercises": [{"name": e.name, "note": note, "results": [asdict(r) for r in results]}
-                          for e, results, note in graded.exercises]}
-    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, entry)
+    atomic_write(_entry(out_dir, graded.student, graded.assignment), json.dumps({"key": _key(path), "graded": graded.to_dict()}))

@@ -1,8 +1,10 @@
 """Reading notebooks: a student's submission, and the source notebook's exercises.
 
 A source notebook (solutions/<a>/<a>.ipynb) defines each exercise by an nbgrader solution cell
-and a test cell `test_<exercise>` holding its points, visible asserts and hidden part.
+(grade_id `<exercise>`), a read-only cell of visible asserts the student runs (`check_<exercise>`,
+never graded) and a test cell `test_<exercise>` holding its points and the hidden `grade(...)` call.
 """
+import ast
 import functools
 import json
 from dataclasses import dataclass, field
@@ -11,8 +13,6 @@ import nbformat
 
 from . import SOLUTIONS_DIR
 
-HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
-HIDDEN_END = "### END HIDDEN TESTS"
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
 SOLUTION_END = "### END SOLUTION"
 
@@ -25,12 +25,13 @@ class NotebookError(Exception):
 class Exercise:
     name: str
     points: float
-    visible_test: str  # the test cell without its hidden part: the student sees it too
+    solution: str      # the reference solution cell, markers removed
+    defines: tuple     # the names that cell defines (functions, classes)
 
 
 @dataclass
 class Submission:
-    code_cells: list  # [(cell index, source)] to run, in order
+    code_cells: list  # [(number among the notebook's code cells, from 1, source)] to run, in order
     warnings: list = field(default_factory=list)
 
 
@@ -43,19 +44,6 @@ def is_test_cell(cell):
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-def strip_hidden(source):
-    """The source without the lines between the hidden-test markers (markers included)."""
-    kept, hidden = [], False
-    for line in source.splitlines():
-        if line.strip() == HIDDEN_BEGIN:
-            hidden = True
-        elif line.strip() == HIDDEN_END:
-            hidden = False
-        elif not hidden:
-            kept.append(line)
-    return "\n".join(kept)
-
-
 def source_path(assignment):
     return SOLUTIONS_DIR / assignment / f"{assignment}.ipynb"
 
@@ -64,16 +52,46 @@ def read_source(assignment):
     return nbformat.read(source_path(assignment), as_version=4)
 
 
+def strip_solution_markers(source):
+    return "\n".join(l for l in source.splitlines() if l.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
+
+
+def defined_names(source):
+    return tuple(node.name for node in ast.parse(source).body
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+
 @functools.cache  # read for every notebook and every exercise graded; the source does not change
 def exercises(assignment):
     """The assignment's exercises in notebook order, from its source notebook."""
+    cells = read_source(assignment).cells
+    solutions = {nbgrader_meta(c).get("grade_id"): strip_solution_markers(c.source)
+                 for c in cells if nbgrader_meta(c).get("solution")}
     found = []
-    for cell in read_source(assignment).cells:
+    for cell in cells:
         meta = nbgrader_meta(cell)
         if is_test_cell(cell) and str(meta.get("grade_id", "")).startswith("test_"):
-            found.append(Exercise(name=meta["grade_id"][len("test_"):], points=float(meta["points"]),
-                                  visible_test=strip_hidden(cell.source)))
+            name = meta["grade_id"][len("test_"):]
+            found.append(Exercise(name=name, points=float(meta["points"]), solution=solutions[name],
+                                  defines=defined_names(solutions[name])))
     return tuple(found)
+
+
+def known_good(assignment, exercise):
+    """(sources, names): the reference solutions of the exercises before `exercise`, whose checks
+    are done by the time its checks run. Its checks run with these in place of the student's own,
+    so that a bug costs points only in the exercise that has it."""
+    before = []
+    for e in exercises(assignment):
+        if e.name == exercise:
+            break
+        before.append(e)
+    return [e.solution for e in before], [n for e in before for n in e.defines]
+
+
+def is_check_cell(cell):
+    """The visible asserts of an exercise: read-only, run by the student, never graded."""
+    return str(nbgrader_meta(cell).get("grade_id", "")).startswith("check_")
 
 
 def is_explore_cell(cell):
@@ -114,27 +132,32 @@ def load_submission(path, assignment):
     if not isinstance(data.get("cells"), list):
         raise NotebookError(f"{path.name} is not a Jupyter notebook (it has no list of cells)")
     test_ids = {"test_" + e.name for e in exercises(assignment)}
+    check_ids = {"check_" + e.name for e in exercises(assignment)}
     present = {nbgrader_meta(c).get("grade_id") for c in data["cells"] if isinstance(c, dict)}
     missing = sorted(test_ids - present)
     if missing:
         warnings.append(f"test cells {', '.join(missing)} were deleted from the notebook; "
                         "the original tests were used")
+    code_cells_seen = 0  # code cells are named by their number among the code cells, as a student counts
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
+        code_cells_seen += 1
         if not isinstance(nbgrader_meta(cell), dict):
             cell = dict(cell, metadata={})
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
         if not isinstance(source, str):
-            warnings.append(f"cell {index} has no readable source and was skipped")
+            warnings.append(f"code cell {code_cells_seen} has no readable source and was skipped")
             continue
         grade_id = nbgrader_meta(cell).get("grade_id")
         if is_test_cell(cell) or grade_id in test_ids:
             continue  # tests are the grader's business, whatever the submission's copy says
+        if grade_id in check_ids:
+            continue  # the visible asserts are the student's own feedback, not graded
         if is_explore_cell(cell):
             continue  # plots and experiments: nothing graded may depend on them (the guides say so)
-        code_cells.append((index, source))
+        code_cells.append((code_cells_seen, source))
     return Submission(code_cells=code_cells, warnings=warnings)
 
 

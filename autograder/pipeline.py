@@ -4,43 +4,13 @@ SUBMISSIONS follows nbgrader's layout, `<student>/<assignment>/<assignment>.ipyn
 """
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assignments, journal, notebook, reference
-from .checks import run_exercise
+from .checks import exercise_checks, run_exercise
 from .notebook import NotebookError, load_submission
+from .results import Graded
 from .sandbox.session import Limits, SandboxedStudent
-
-
-@dataclass
-class Graded:
-    """One student's notebook for one assignment, graded."""
-    student: str
-    assignment: str
-    exercises: list                     # [(Exercise, [CheckResult], note)]
-    problem: str = ""                   # why the notebook could not be graded at all
-    notes: list = field(default_factory=list)   # cell errors and other things worth saying
-
-    @property
-    def score(self):
-        return sum(_exercise_score(results, note) for _, results, note in self.exercises)
-
-    @property
-    def max_score(self):
-        return sum(e.points for e, _, _ in self.exercises)
-
-    def rows(self):
-        for exercise, results, note in self.exercises:
-            failed = [r for r in results if r.message]
-            message = note or (f"{len(failed)} of {len(results)} checks failed; first: "
-                               f"{failed[0].name}: {failed[0].message}" if failed else "")
-            yield (self.student, self.assignment, exercise.name, _exercise_score(results, note),
-                   exercise.points, message[:500])
-
-
-def _exercise_score(results, note):
-    return 0.0 if note else round(sum(r.points for r in results), 6)
 
 
 def discover(submissions):
@@ -74,15 +44,17 @@ def _closest(folder, known):
     return match[0] if match else None
 
 
+def not_graded(student, assignment, reason):
+    return Graded.not_graded(student, assignment, notebook.exercises(assignment), reason,
+                             lambda e: [(c.name, points) for c, points in exercise_checks(assignment, e.name)])
+
+
 def grade_notebook(student, assignment, path, limits=Limits()):
-    exercises = notebook.exercises(assignment)
-    graded = Graded(student, assignment, [])
     try:
         submission = _load(path, assignment)
     except NotebookError as error:
-        graded.problem = f"not graded: {error}"
-        graded.exercises = [(e, [], graded.problem) for e in exercises]
-        return graded
+        return not_graded(student, assignment, error)
+    graded = Graded(student, assignment, [])
     graded.notes.extend(submission.warnings)
     extra = sorted(f for f in os.listdir(os.path.dirname(path)) if f.endswith(".ipynb") and f != f"{assignment}.ipynb")
     if extra:
@@ -90,16 +62,12 @@ def grade_notebook(student, assignment, path, limits=Limits()):
     ref = reference.load(assignment)
     with SandboxedStudent(submission.code_cells, limits, notebook.modules_to_preload(assignment)) as student_process:
         if None in student_process.cell_errors:  # the notebook itself could not be run to its end
-            graded.problem = f"not graded: {student_process.cell_errors[None]}"
-            graded.exercises = [(e, [], graded.problem) for e in exercises]
-            return graded
+            return not_graded(student, assignment, student_process.cell_errors[None])
         for index, error in sorted(student_process.cell_errors.items()):
-            graded.notes.append(f"notebook cell {index + 1} raised {error}")
-        for exercise in exercises:
+            graded.notes.append(f"code cell {index} raised {error}")
+        for exercise in notebook.exercises(assignment):
             student_process.start_exercise()
-            visible_error = student_process.run_code(exercise.visible_test)
-            note = f"the exercise's visible tests fail ({visible_error}), so it scores 0" if visible_error else ""
-            graded.exercises.append((exercise, run_exercise(assignment, exercise.name, student_process, ref), note))
+            graded.exercises.append(run_exercise(assignment, exercise.name, student_process, ref))
     return graded
 
 
@@ -117,10 +85,7 @@ def _grade_job(job, limits=Limits()):
     try:
         return grade_notebook(student, assignment, path, limits)
     except Exception as error:  # a grader bug must cost one notebook, not the run
-        graded = Graded(student, assignment, [])
-        graded.problem = f"not graded: internal grader error ({type(error).__name__}: {error})"
-        graded.exercises = [(e, [], graded.problem) for e in notebook.exercises(assignment)]
-        return graded
+        return not_graded(student, assignment, f"internal grader error ({type(error).__name__}: {error})")
 
 
 def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None):

@@ -3,17 +3,10 @@ import csv
 import html
 import io
 import os
-import tempfile
+
+from .files import atomic_write
 
 COLUMNS = ["student", "assignment", "exercise", "score", "max_score", "message"]
-
-
-def _atomic_write(path, text):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _number(x):
@@ -28,7 +21,7 @@ def write_grades(graded_list, out_dir):
         for student, assignment, exercise, score, max_score, message in graded.rows():
             writer.writerow([student, assignment, exercise, _number(score), _number(max_score), message])
     path = os.path.join(out_dir, "grades.csv")
-    _atomic_write(path, buffer.getvalue())
+    atomic_write(path, buffer.getvalue())
     return path
 
 
@@ -36,7 +29,7 @@ def feedback_html(graded):
     e = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(graded.assignment)} — {e(graded.student)}</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
-             ".pass{color:#1a7f37}.fail{color:#b42318}td,th{padding:.2em .6em;text-align:left;vertical-align:top}"
+             ".pass{color:#1a7f37}.fail{color:#b42318}.skip{color:#666}td,th{padding:.2em .6em;text-align:left;vertical-align:top}"
              "code{background:#f4f4f4}</style></head><body>",
              f"<h1>{e(graded.assignment)}: {_number(graded.score)} / {_number(graded.max_score)} points</h1>",
              f"<p>Feedback for <b>{e(graded.student)}</b>. Each exercise's points are split over its checks; "
@@ -46,26 +39,23 @@ def feedback_html(graded):
     if graded.notes:
         parts.append("<h2>While running your notebook</h2><ul>" +
                      "".join(f"<li>{e(n)}</li>" for n in graded.notes) + "</ul>")
-    for exercise, results, note in graded.exercises:
-        earned = 0.0 if note else sum(r.points for r in results)
-        parts.append(f"<h2><code>{e(exercise.name)}</code>: {_number(earned)} / {_number(exercise.points)}</h2>")
-        if note and not graded.problem:
-            parts.append(f"<p class='fail'>{e(note)}</p>")
-        if results:
-            parts.append("<table><tr><th></th><th>check</th><th>points</th><th>what went wrong</th></tr>")
-            for r in results:
-                mark = "<span class='pass'>✓</span>" if r.passed else "<span class='fail'>✗</span>"
-                earned = 0.0 if note else r.points  # an exercise whose visible tests fail earns nothing
-                parts.append(f"<tr><td>{mark}</td><td>{e(r.name)}</td><td>{_number(earned)}&nbsp;/&nbsp;{_number(r.max_points)}</td>"
-                             f"<td>{e(r.message)}</td></tr>")
-            parts.append("</table>")
+    for exercise in graded.exercises:
+        parts.append(f"<h2><code>{e(exercise.name)}</code>: {_number(exercise.score)} / {_number(exercise.max_score)}</h2>")
+        parts.append("<table><tr><th></th><th>check</th><th>points</th><th>what went wrong</th></tr>")
+        for r in exercise.checks:
+            mark = ("<span class='pass'>✓</span>" if r.passed else "<span class='fail'>✗</span>" if r.ran
+                    else "<span class='skip'>not run</span>")
+            points = f"{_number(r.points)}&nbsp;/&nbsp;{_number(r.max_points)}" if r.ran else f"–&nbsp;/&nbsp;{_number(r.max_points)}"
+            message = r.message if r.ran else ""  # the reason not to run is said once, above
+            parts.append(f"<tr><td>{mark}</td><td>{e(r.name)}</td><td>{points}</td><td>{e(message)}</td></tr>")
+        parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def write_feedback(graded_list, out_dir):
     for graded in graded_list:
-        _atomic_write(os.path.join(out_dir, "feedback", graded.student, f"{graded.assignment}.html"),
+        atomic_write(os.path.join(out_dir, "feedback", graded.student, f"{graded.assignment}.html"),
                       feedback_html(graded))
 
 

@@ -9,18 +9,12 @@ import re
 import nbformat
 
 from autograder import NOTEBOOKS_DIR
-from autograder.notebook import SOLUTION_BEGIN, SOLUTION_END, nbgrader_meta, read_source
+from autograder.notebook import exercises, nbgrader_meta
 
 
 def reference_solutions(assignment):
     """{grade_id: source of the solution cell with the markers removed}."""
-    solutions = {}
-    for cell in read_source(assignment).cells:
-        meta = nbgrader_meta(cell)
-        if meta.get("solution"):
-            lines = [l for l in cell.source.splitlines() if l.strip() not in (SOLUTION_BEGIN, SOLUTION_END)]
-            solutions[meta["grade_id"]] = "\n".join(lines)
-    return solutions
+    return {e.name: e.solution for e in exercises(assignment)}
 
 
 def student_notebook(assignment):

@@ -2,30 +2,20 @@
 
 `grade(assignment, exercise, globals())` in a test cell runs the exercise's checks against the
 notebook's own functions and returns the points earned (nbgrader reads that as partial credit);
-the autograder runs the same checks on a sandboxed student process (see `pipeline`).
+the autograder runs the same checks on a sandboxed student process (see `pipeline`). Either way
+the exercises before it are replaced by their reference solutions first (`known_good`), so an
+exercise is judged on its own code only.
 """
 import contextlib
 import importlib
 import io
 import warnings
-from dataclasses import dataclass
 
 from .. import notebook, reference
-from .core import CheckFailure, StudentError, registered
+from ..results import CheckResult, ExerciseResult
+from ..sandbox.calls import StudentError
+from .core import CheckFailure, Student, registered
 from .inprocess import InProcessStudent
-
-
-@dataclass
-class CheckResult:
-    exercise: str
-    name: str
-    points: float
-    max_points: float
-    message: str = ""
-
-    @property
-    def passed(self):
-        return not self.message
 
 
 def checks_module(assignment):
@@ -42,25 +32,30 @@ def exercise_checks(assignment, exercise):
 
 
 def run_exercise(assignment, exercise, student, ref=None):
-    """Run every check of one exercise; a failing check costs its share, nothing more."""
+    """Every check of one exercise, with known-good versions of the exercises before it; a failing
+    check costs its share, nothing more."""
     ref = ref if ref is not None else reference.load(assignment)
+    sources, names = notebook.known_good(assignment, exercise)
+    if names:
+        with contextlib.suppress(StudentError):  # then the checks' own calls say what is wrong
+            student.use_known_good(sources, names)
     results = []
     for check, max_points in exercise_checks(assignment, exercise):
         try:
-            check.run(student, ref)
+            check.run(Student(student), ref)
             message = ""
         except (CheckFailure, StudentError) as failure:
             message = str(failure) or type(failure).__name__
         except Exception as error:  # an answer so odd that the comparison itself failed
             message = f"could not check the answer ({type(error).__name__}: {error})"
-        results.append(CheckResult(exercise, check.name, 0.0 if message else max_points, max_points, message))
-    return results
+        results.append(CheckResult(check.name, 0.0 if message else max_points, max_points, message))
+    points = {e.name: e.points for e in notebook.exercises(assignment)}[exercise]
+    return ExerciseResult(exercise, points, results)
 
 
-def format_results(exercise, results):
-    earned, possible = sum(r.points for r in results), sum(r.max_points for r in results)
-    lines = [f"{exercise}: {earned:.4g} / {possible:.4g} points"]
-    for r in results:
+def format_result(result):
+    lines = [f"{result.name}: {result.score:.4g} / {result.max_score:.4g} points"]
+    for r in result.checks:
         mark = "passed" if r.passed else "FAILED"
         lines.append(f"  [{mark}] {r.name} ({r.points:.3g}/{r.max_points:.3g})" + (f": {r.message}" if r.message else ""))
     return "\n".join(lines)
@@ -68,8 +63,12 @@ def format_results(exercise, results):
 
 def grade(assignment, exercise, namespace):
     """nbgrader's hidden tests: print the report, return the points for partial credit."""
+    student = InProcessStudent(namespace)
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")  # a warning on stderr would cost all the cell's points
-        results = run_exercise(assignment, exercise, InProcessStudent(namespace))
-    print(format_results(exercise, results))
-    return round(sum(r.points for r in results), 6)
+        try:
+            result = run_exercise(assignment, exercise, student)
+        finally:
+            student.restore()
+    print(format_result(result))
+    return result.score

@@ -1,54 +1,173 @@
-"""What a check is, how it fails, and the comparisons every check uses.
+"""The checks' vocabulary: what a check is, how it fails, and one comparator.
 
-A check is a function `check(student, ref)`: it calls the student's code through `student`
-(in this process for nbgrader, in a sandboxed process for the autograder; results are plain
-values either way), computes the expected values with the reference solution `ref`, and
-raises CheckFailure with a message for the student when they differ.
+A check grades one exercise and its name says what it tests. Two kinds:
+- `equals(exercise, name, target, cases)`: the student's `target` equals the reference's on every
+  call that `cases(rng)` yields. Most checks are one of these rows.
+- `@check(exercise, name)` on `def f(student, ref, rng)`: a property written by hand
+  (permutations, limits, causality), comparing with `same` and `expect_close`.
+Each check draws its inputs from its own generator, seeded by its name: the same inputs on every
+run and in both graders. `student.call(...)` runs the student's code (in this process for
+nbgrader, in the sandbox for the autograder) and returns plain values.
 """
+import sys
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..wire import to_plain, roundtrip
+from ..sandbox.calls import StudentError
+from ..wire import Handle, roundtrip, to_plain
 
 
 class CheckFailure(AssertionError):
     """The student's code gave a wrong answer; the message says on which input and how."""
 
 
-class StudentError(Exception):
-    """The student's code raised, timed out or could not be called; the message says so."""
-
-
 @dataclass(frozen=True)
 class Check:
     assignment: str
     exercise: str
-    name: str          # short description, shown in the feedback
+    name: str          # what it tests, shown in the feedback
     weight: float      # the exercise's points are split over its checks by weight
-    run: callable
+    run: callable      # run(student, ref)
 
 
 _REGISTRY = {}
 
 
+def _register(module_globals, exercise, name, weight, function):
+    assignment = module_globals["ASSIGNMENT"]
+    run = lambda student, ref: function(student, ref, rng_for(f"{assignment}/{name}"))  # noqa: E731
+    _REGISTRY.setdefault(assignment, []).append(Check(assignment, exercise, name, weight, run))
+
+
 def check(exercise, name, weight=1.0):
-    """Decorator: register a check of `exercise` in the calling module's ASSIGNMENT."""
+    """Decorator: `function(student, ref, rng)` is a check of `exercise`."""
     def register(function):
-        assignment = function.__globals__["ASSIGNMENT"]
-        _REGISTRY.setdefault(assignment, []).append(Check(assignment, exercise, name, weight, function))
+        _register(function.__globals__, exercise, name, weight, function)
         return function
     return register
 
 
-def registered(assignment, exercise=None):
-    return [c for c in _REGISTRY.get(assignment, []) if exercise is None or c.exercise == exercise]
+@dataclass(frozen=True)
+class Call:
+    args: tuple
+    kwargs: dict
+
+
+def call(*args, **kwargs):
+    """One input of an `equals` row."""
+    return Call(args, kwargs)
+
+
+def equals(exercise, name, target, cases, weight=1.0, **options):
+    """A check: the student's `target` equals the reference's on each `call(...)` of `cases(rng)`.
+    `options` go to `same` (tolerances, names of the results, a hint)."""
+    def run(student, ref, rng):
+        for case in cases(rng):
+            same(student, ref, target, *case.args, **options, **case.kwargs)
+    _register(sys._getframe(1).f_globals, exercise, name, weight, run)
+
+
+def registered(assignment, exercise):
+    return [c for c in _REGISTRY.get(assignment, []) if c.exercise == exercise]
 
 
 def rng_for(name):
-    """A generator seeded by a check's name: the same inputs on every run and in both graders."""
     return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+# ---- calling the student's code ---------------------------------------------------------------
+
+class Student:
+    """The student's code as the checks call it: a failing call names its input."""
+
+    def __init__(self, process):
+        self.process = process
+
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, **kwargs):
+        try:
+            return self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
+        except StudentError as error:
+            raise StudentError(f"{called(target, method, args, kwargs)}: {error}") from None
+
+
+def called(target, method, args, kwargs):
+    """`name(shapes of the inputs)`, as the messages show a call."""
+    name = target if isinstance(target, str) else "your object"
+    if method == "__call__" or method is None:
+        method = None
+    elif method in ("load_state_dict", "state_dict", "double", "get_parameter"):
+        args, kwargs = (), {}  # the grader's own plumbing: its arguments say nothing to the student
+    shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
+    return f"{name}.{method}({shown})" if method else f"{name}({shown})"
+
+
+@dataclass
+class Pair:
+    """The student's object (a Handle) and the reference's, holding the same parameters."""
+    handle: Handle
+    module: object
+    label: str
+
+
+def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, by_shape=False):
+    """`class_name(*init)` built on both sides with the same random parameters (drawn from `rng`).
+    `by_shape`: the student may name the parameters freely; each gets the reference's value of the
+    same shape (the shapes must match one to one)."""
+    module = getattr(ref, class_name)(*init)
+    state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
+    module.load_state_dict(state)
+    handle = student.call(class_name, *init, keep=True)
+    label = f"{class_name}({', '.join(map(repr, init))})"
+    if by_shape:
+        state = match_by_shape(student.call(handle, method="state_dict"), state, label)
+    student.call(handle, plain(state), method="load_state_dict")
+    if double:
+        handle, module, label = student.call(handle, method="double", keep=True), module.double(), label + ".double()"
+    module.eval()
+    return Pair(handle, module, label + " with the grader's parameters")
+
+
+def match_by_shape(student_state, reference_state, label):
+    """{student's parameter name: the reference's value of the same shape}."""
+    want = sorted(tuple(v.shape) for v in reference_state.values())
+    have = {name: tuple(getattr(v, "shape", ())) for name, v in student_state.items()}
+    if sorted(have.values()) != want:
+        raise CheckFailure(f"{label} should hold tensors of shapes {want}; its state_dict has "
+                           f"{', '.join(f'{n} {s}' for n, s in have.items()) or 'nothing'}")
+    by_shape = {tuple(v.shape): v for v in reference_state.values()}
+    return {name: by_shape[shape] for name, shape in have.items()}
+
+
+def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=None, nan_hint="", **kwargs):
+    """The student's `target(*args, **kwargs)` equals the reference's (a function's name, or a
+    Pair of objects); returns the student's value. `names` label the items of a tuple result."""
+    if isinstance(target, Pair):
+        import torch
+        got = student.call(target.handle, *args, **kwargs)
+        with torch.no_grad():
+            expected = target.module(*args, **kwargs)
+        what = what or f"{target.label}({', '.join(describe(a) for a in args)})"
+    else:
+        got = student.call(target, *args, **kwargs)
+        expected = getattr(ref, target)(*args, **kwargs)
+        what = what or called(target, None, args, kwargs)
+    expect_same(got, plain(expected), what, names=names, rtol=rtol, atol=atol, nan_hint=nan_hint)
+    return got
+
+
+def expect_same(got, expected, what, names=None, **tolerance):
+    """Arrays compared by `expect_close`; tuples item by item (`names` label the items)."""
+    if isinstance(expected, (tuple, list)):
+        kind = {2: "a pair", 3: "a triple"}.get(len(expected), f"{len(expected)} values")
+        expect_true(isinstance(got, (tuple, list)) and len(got) == len(expected),
+                    f"{what} should return {kind}" + (f" ({', '.join(names)})" if names else "")
+                    + f", got {describe(got)}")
+        for i, (g, e) in enumerate(zip(got, expected)):
+            expect_same(g, e, f"{what}: {names[i] if names else f'item {i}'}", **tolerance)
+    else:
+        expect_close(got, expected, what, **tolerance)
 
 
 def plain(value):
@@ -56,25 +175,66 @@ def plain(value):
     return roundtrip(to_plain(value))
 
 
+# ---- inputs -----------------------------------------------------------------------------------
+
+def tensor(rng, shape, dtype=None, scale=1.0):
+    """A random normal torch tensor (float32 unless `dtype`)."""
+    import torch
+    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype or torch.float32)
+
+
+def random_mask(rng, shape, p=0.6):
+    """A boolean torch mask (True = may attend) with at least one True in every row."""
+    import torch
+    mask = rng.random(shape) < p
+    rows = mask.reshape(-1, shape[-1])
+    rows[np.arange(len(rows)), rng.integers(0, shape[-1], len(rows))] = True
+    return torch.from_numpy(rows.reshape(shape))
+
+
+def padding_mask(rng, shape, empty_rows=0):
+    """Right padding (True = a real item), at least one real item per row; the first
+    `empty_rows` rows (of the flattened batch) are all padding instead."""
+    import torch
+    *batch, n = shape
+    mask = np.arange(n) < rng.integers(1, n + 1, size=batch)[..., None]
+    flat = mask.reshape(-1, n)
+    flat[:empty_rows] = False
+    return torch.from_numpy(flat.reshape(shape))
+
+
 def describe(value):
-    """A short description of an input for messages: shape and dtype, or the value itself."""
-    torch = _torch()
+    """A short description of a value for messages: the values if few, else shape and dtype."""
+    torch = sys.modules.get("torch")
     if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
         kind = "array" if isinstance(value, np.ndarray) else "tensor"
-        shape = tuple(value.shape)
-        if np.prod(shape, dtype=int) <= 8:
-            return f"{kind} {np.asarray(value).tolist()} ({str(value.dtype).replace('torch.', '')})"
-        return f"{kind} of shape {shape} ({str(value.dtype).replace('torch.', '')})"
-    return repr(value)
+        dtype = str(value.dtype).replace("torch.", "")
+        if int(np.prod(tuple(value.shape), dtype=int)) <= 6:
+            return f"{kind} {np.asarray(value.tolist()).tolist()} ({dtype})"
+        return f"{kind} of shape {tuple(value.shape)} ({dtype})"
+    if isinstance(value, Handle):
+        return "your object"
+    if isinstance(value, (tuple, list)) and len(value) <= 4:
+        inner = ", ".join(describe(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in list(value.items())[:6]) + "}"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{type(value).__name__} {text[:57]}..."
 
 
-def _torch():
-    import sys
-    return sys.modules.get("torch")
+# ---- comparing --------------------------------------------------------------------------------
+
+def tolerance(dtype):
+    """(rtol, atol) for a result of this dtype: exact for integers and booleans."""
+    kind = np.dtype(dtype).kind
+    if kind in "biu":
+        return 0.0, 0.0
+    return (1e-5, 1e-6) if np.dtype(dtype).itemsize <= 4 else (1e-9, 1e-11)
 
 
 def _as_numpy(value, what):
-    torch = _torch()
+    torch = sys.modules.get("torch")
     if isinstance(value, np.ndarray):
         return value, "NumPy array"
     if torch is not None and isinstance(value, torch.Tensor):
@@ -86,8 +246,10 @@ def _fmt_index(index):
     return "(" + ", ".join(str(int(i)) for i in index) + ")" if len(index) != 1 else f"[{int(index[0])}]"
 
 
-def expect_close(got, expected, what, rtol=1e-6, atol=1e-9, check_dtype=True):
-    """Compare an array result with the reference: type, shape, dtype, NaN/inf placement, values."""
+def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, nan_hint=""):
+    """Compare an array result with the expected one: type, shape, dtype, NaN/inf placement,
+    values (tolerance from the expected dtype unless given). `nan_hint` is said only when the
+    student's result has NaN where it should not."""
     expected_array, expected_kind = _as_numpy(expected, what)
     if np.isscalar(got) and not isinstance(got, (str, bytes)) and expected_array.ndim == 0:
         got = np.asarray(got)
@@ -100,22 +262,24 @@ def expect_close(got, expected, what, rtol=1e-6, atol=1e-9, check_dtype=True):
         raise CheckFailure(f"{what}: expected dtype {expected_array.dtype}, got {got_array.dtype}")
     if got_array.dtype.kind not in "biufc":
         raise CheckFailure(f"{what}: expected numbers, got dtype {got_array.dtype}")
+    default_rtol, default_atol = tolerance(expected_array.dtype)
+    rtol, atol = default_rtol if rtol is None else rtol, default_atol if atol is None else atol
     got_f = got_array.astype(np.complex128 if got_array.dtype.kind == "c" else np.float64)
     exp_f = expected_array.astype(got_f.dtype)
     got_nan, exp_nan = np.isnan(got_f), np.isnan(exp_f)
     if (got_nan & ~exp_nan).any():
         index = np.argwhere(got_nan & ~exp_nan)[0]
         raise CheckFailure(f"{what}: NaN at index {_fmt_index(index)}, expected {_short(exp_f[tuple(index)])}"
-                           f" ({int((got_nan & ~exp_nan).sum())} NaN in all)")
+                           f" ({int((got_nan & ~exp_nan).sum())} NaN in all)" + (f" ({nan_hint})" if nan_hint else ""))
     if (exp_nan & ~got_nan).any():
         index = np.argwhere(exp_nan & ~got_nan)[0]
         raise CheckFailure(f"{what}: expected NaN at index {_fmt_index(index)}, got {_short(got_f[tuple(index)])}")
-    both = ~got_nan
     with np.errstate(invalid="ignore"):
         close = np.isclose(got_f, exp_f, rtol=rtol, atol=atol) | (got_nan & exp_nan)
     if not close.all():
         bad = np.argwhere(~close)
         index = tuple(bad[0])
+        both = ~got_nan
         with np.errstate(invalid="ignore"):
             worst = np.nanmax(np.abs(got_f[both] - exp_f[both])) if both.any() else float("nan")
         raise CheckFailure(
@@ -131,12 +295,3 @@ def expect_true(condition, message):
 def _short(x):
     x = complex(x) if isinstance(x, complex) else float(np.real(x))
     return f"{x:.6g}"
-
-
-def student_object(student, class_name, *args, state=None, **kwargs):
-    """Build the student's `class_name(*args, **kwargs)` where their code lives and return a
-    Handle to it; `state` (a reference module's state_dict) is loaded into it, strictly."""
-    handle = student.call(class_name, *args, keep=True, **kwargs)
-    if state is not None:
-        student.call(handle, plain(state), method="load_state_dict")
-    return handle

@@ -8,12 +8,50 @@ class CallError(Exception):
     """The student's code raised or could not be called; the message is for the student."""
 
 
+class StudentError(Exception):
+    """What the grader sees of a call that failed in the student's process (raised, timed out,
+    could not be called, or the process died); the message says so."""
+
+
 class StudentNamespace:
     """A notebook's globals, plus the objects the grader asked to keep (models, say)."""
 
     def __init__(self, namespace):
         self.namespace = namespace
         self.objects = {}
+        self.replaced = []  # [(where, key, the student's value)] to undo `use_known_good`
+
+    def use_known_good(self, sources, names):
+        """Run the reference `sources` (exercises whose checks are done) in a copy of the
+        namespace and put the `names` they define in place of the student's: the student's
+        later code then calls them, by name or as a default argument it bound at definition."""
+        self.restore()
+        scratch = dict(self.namespace)
+        for source in sources:
+            exec(compile(source, "<known good>", "exec"), scratch)
+        old = {id(self.namespace[n]): scratch[n] for n in names if n in self.namespace}
+        for name in names:
+            self._replace(self.namespace, name, scratch[name])
+        for value in list(self.namespace.values()):
+            defaults = getattr(value, "__defaults__", None) if callable(value) else None
+            if isinstance(defaults, tuple) and any(id(d) in old for d in defaults):
+                self._replace(value, "__defaults__", tuple(old.get(id(d), d) for d in defaults), attribute=True)
+
+    def _replace(self, where, key, value, attribute=False):
+        before = getattr(where, key) if attribute else where.get(key, _MISSING)
+        self.replaced.append((where, key, before, attribute))
+        setattr(where, key, value) if attribute else where.__setitem__(key, value)
+
+    def restore(self):
+        """The student's own definitions back, as they were."""
+        for where, key, before, attribute in reversed(self.replaced):
+            if attribute:
+                setattr(where, key, before)
+            elif before is _MISSING:
+                where.pop(key, None)
+            else:
+                where[key] = before
+        self.replaced = []
 
     def call(self, target, args=(), kwargs=None, method=None, keep=False):
         """Plain result of `target(*args, **kwargs)` (or of its `method`); a Handle if `keep`."""
@@ -57,14 +95,21 @@ class StudentNamespace:
         return value
 
 
+_MISSING = object()
+
+
 def _name(target, method):
     base = "the object" if isinstance(target, Handle) else target
     return f"{base}.{method}" if method else base
 
 
 def describe_exception(error):
-    """`Type: message (cell N, line L)`, pointing into the student's code, not the grader's."""
+    """`Type: message (in function, code cell N, line L)`: where in the student's code, not the grader's."""
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<cell")]
-    where = f" (notebook {frames[-1].filename[1:-1]}, line {frames[-1].lineno})" if frames else ""
+    where = ""
+    if frames:
+        frame = frames[-1]
+        inside = f"in {frame.name}, " if frame.name != "<module>" else ""
+        where = f" ({inside}code {frame.filename[1:-1]}, line {frame.lineno})"
     message = str(error)
     return f"{type(error).__name__}: {message[:300]}{where}" if message else f"{type(error).__name__}{where}"

@@ -1,7 +1,8 @@
 """The student's side of the sandbox: run the notebook's code, then answer the grader's calls.
 
 Started by `session` as `python -I -m autograder.sandbox.worker IN_FD OUT_FD`. It speaks only
-the safe wire format; it never sees the reference solutions or the checks.
+the safe wire format; it never sees the checks, nor a reference solution before the checks of
+its exercise are done (then it may be asked to use it: see `StudentNamespace.use_known_good`).
 """
 import builtins
 import contextlib
@@ -56,7 +57,7 @@ def run_cells(cells, namespace, cell_seconds):
     for index, source in cells:
         try:
             with time_limit(cell_seconds):
-                exec(compile(python_source(source), f"<cell {index + 1}>", "exec"), namespace)
+                exec(compile(python_source(source), f"<cell {index}>", "exec"), namespace)
             error = None
         except TimeLimit:
             error = f"time limit: the cell ran for more than {cell_seconds:g} s and was stopped"
@@ -97,8 +98,8 @@ def serve(channel_in, channel_out):
                 if request["op"] == "call":
                     reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
                                                  method=request["method"], keep=request["keep"])}
-                elif request["op"] == "exec":
-                    exec(compile(request["code"], "<test cell>", "exec"), dict(namespace))
+                elif request["op"] == "known_good":
+                    calls.use_known_good(request["sources"], request["names"])
                     reply = {"value": None}
                 else:
                     reply = {"error": f"unknown request {request['op']!r}"}

@@ -1,8 +1,8 @@
 """Wrong and alternative implementations of every exercise, one module per chapter.
 
 `WRONG[exercise][name]` is the source of a plausible wrong solution cell: it must lose points
-in that exercise (and only there, but for exercises listed in `DEPENDS[exercise]`, which call
-it). `ALTERNATIVE[exercise]` is a correct solution written differently: it keeps full marks.
+in that exercise and nowhere else (the exercises that call it are checked with known-good
+versions). `ALTERNATIVE[exercise]` is a correct solution written differently: it keeps full marks.
 """
 import importlib
 

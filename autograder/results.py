@@ -1,0 +1,79 @@
+"""What grading produces: a check's result, an exercise's, a notebook's (plain data, no logic
+of grading). "Not graded" is built here and only here: its exercises score 0 and their checks
+say they did not run."""
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class CheckResult:
+    name: str
+    points: float
+    max_points: float
+    message: str = ""     # what went wrong; empty if the check passed
+    ran: bool = True      # False: the check was not run (its points are not earned)
+
+    @property
+    def passed(self):
+        return self.ran and not self.message
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    max_score: float
+    checks: list = field(default_factory=list)
+
+    @property
+    def score(self):
+        return round(sum(c.points for c in self.checks if c.ran), 6)
+
+    @property
+    def summary(self):
+        """One line for grades.csv: empty when every check passed."""
+        if self.checks and not any(c.ran for c in self.checks):
+            return self.checks[0].message
+        failed = [c for c in self.checks if not c.passed]
+        if not failed:
+            return ""
+        return f"{len(failed)} of {len(self.checks)} checks failed; first: {failed[0].name}: {failed[0].message}"
+
+
+@dataclass
+class Graded:
+    """One student's notebook for one assignment, graded."""
+    student: str
+    assignment: str
+    exercises: list                     # [ExerciseResult] in notebook order
+    problem: str = ""                   # why the notebook could not be graded at all
+    notes: list = field(default_factory=list)   # cell errors and other things worth saying
+
+    @property
+    def score(self):
+        return round(sum(e.score for e in self.exercises), 6)
+
+    @property
+    def max_score(self):
+        return sum(e.max_score for e in self.exercises)
+
+    def rows(self):
+        for e in self.exercises:
+            yield self.student, self.assignment, e.name, e.score, e.max_score, e.summary[:500]
+
+    @classmethod
+    def not_graded(cls, student, assignment, exercises, reason, checks_of=lambda exercise: []):
+        """Every exercise scores 0; its checks (names from `checks_of`) are listed as not run."""
+        problem = f"not graded: {reason}"
+        return cls(student, assignment, [
+            ExerciseResult(e.name, e.points, [CheckResult(name, 0.0, points, problem, ran=False)
+                                              for name, points in checks_of(e)]
+                           or [CheckResult("the notebook", 0.0, e.points, problem, ran=False)])
+            for e in exercises], problem=problem)
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        exercises = [ExerciseResult(e["name"], e["max_score"], [CheckResult(**c) for c in e["checks"]])
+                     for e in data["exercises"]]
+        return cls(data["student"], data["assignment"], exercises, data["problem"], data["notes"])

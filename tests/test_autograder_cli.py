@@ -60,7 +60,7 @@ def test_an_infinite_loop_is_stopped_and_other_exercises_are_graded(tmp_path):
     graded = grade(tmp_path, {"entropy": "def entropy(weights, axis=-1):\n    while True:\n        pass"}, limits)
     got = scores(graded)
     assert got["entropy"] == 0 and got["softmax"] == 4
-    assert "time limit" in " ".join(r.message for _, results, _ in graded.exercises for r in results)
+    assert "time limit" in " ".join(c.message for e in graded.exercises for c in e.checks)
 
 
 def test_os_exit_in_a_function_is_reported(tmp_path):
@@ -78,3 +78,20 @@ def test_explore_cells_are_not_run(tmp_path):
     path = write(nb, tmp_path / f"{A}.ipynb")
     graded = grade_notebook("student", A, str(path), Limits(cell_seconds=2, notebook_seconds=4))
     assert sum(scores(graded).values()) == FULL and not graded.notes
+
+
+def test_a_crash_names_the_call_and_where_in_the_students_code(tmp_path):
+    graded = grade(tmp_path, {"entropy": "def entropy(weights, axis=-1):\n    weights = weights + 0\n    raise ValueError('no')"})
+    messages = [c.message for e in graded.exercises if e.name == "entropy" for c in e.checks]
+    assert messages and all("ValueError: no (in entropy, code cell " in m and ", line 3)" in m for m in messages)
+    assert any(m.startswith("entropy(array of shape (") for m in messages), messages
+
+
+def test_a_notebook_that_is_not_graded_shows_no_check_as_passed(tmp_path):
+    from autograder.report import feedback_html
+    path = tmp_path / A / f"{A}.ipynb"
+    path.parent.mkdir()
+    path.write_text("{ not json")
+    page = feedback_html(grade_notebook("student", A, str(path)))
+    assert "not a valid notebook" in page and "✓" not in page and "✗" not in page
+    assert page.count("not run") == sum(len(e.checks) for e in grade_notebook("student", A, str(path)).exercises)

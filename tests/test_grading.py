@@ -1,7 +1,9 @@
 """Both graders on every assignment: the reference scores full marks, the untouched notebook 0,
 a differently written correct solution full marks, every wrong implementation loses points in
-its own exercise, and nbgrader's points equal the autograder's, exercise by exercise."""
+its own exercise and nowhere else, and nbgrader's points equal the autograder's, exercise by
+exercise."""
 import csv
+import re
 import shutil
 from collections import defaultdict
 
@@ -94,14 +96,12 @@ def test_untouched_notebook_scores_zero(assignment, autograder_points, nbgrader_
 
 
 @pytest.mark.parametrize("assignment,exercise,variant", MUTANTS)
-def test_wrong_implementation_loses_points_in_its_exercise(assignment, exercise, variant, autograder_points):
+def test_wrong_implementation_loses_points_in_its_exercise_only(assignment, exercise, variant, autograder_points):
     got = autograder_points[student_id(exercise, variant), assignment]
     full = full_marks(assignment)
     assert got[exercise] < full[exercise], f"{variant} keeps all the points of {exercise}"
-    may_suffer = {exercise, *getattr(catalogue(assignment), "DEPENDS", {}).get(exercise, [])}
-    for other, score in got.items():
-        if other not in may_suffer:
-            assert score == full[other], f"{variant} of {exercise} costs points in {other}"
+    others = {e: score for e, score in got.items() if e != exercise}
+    assert others == {e: full[e] for e in others}, f"{variant} of {exercise} costs points elsewhere"
 
 
 def test_nbgrader_and_autograder_agree_on_every_exercise(autograder_points, nbgrader_points):
@@ -115,7 +115,11 @@ def test_nbgrader_feedback_and_export(nbgrader_course):
     for a in ASSIGNMENTS:
         run(BIN / "nbgrader", "generate_feedback", a, "--force", *flags)
         page = (course / "feedback" / "reference" / a / f"{a}.html").read_text()
-        assert "Score:" in page or "score" in page.lower()
+        total = sum(full_marks(a).values())
+        assert re.search(rf"\(Score: {total:g}(\.0+)? / {total:g}(\.0+)?\)", page), f"{a}: no full score on the page"
+        for e, points in full_marks(a).items():  # each exercise's graded cell, at full marks, with its report
+            assert re.search(rf'href="#test_{e}">Test cell</a> \(Score: {points:g}(\.0+)? / {points:g}', page), e
+            assert f"{e}: {points:g} / {points:g} points" in page, e
         pages = list((course / "feedback").glob(f"*/{a}/{a}.html"))
         assert len(pages) == len(list((course / "submitted").glob(f"*/{a}/{a}.ipynb")))
         for page in pages:

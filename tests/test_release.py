@@ -69,3 +69,17 @@ def test_explore_cells_define_nothing_that_graded_code_uses():
                 other_used |= used
         leaked = sorted((explore_bound - other_bound) & other_used)
         assert not leaked, f"solutions/{a}: graded cells read {leaked}, defined only in explore cells"
+
+
+def test_graded_cells_hold_only_the_hidden_checks():
+    """An exercise's points come from its checks alone: the graded cell runs nothing the student
+    wrote or sees (no visible assert that could zero it), and its visible asserts have a
+    read-only check cell of their own."""
+    from autograder.notebook import exercises, is_check_cell, is_test_cell, read_source
+    for a in assignments():
+        cells = read_source(a).cells
+        checks = {c.metadata["nbgrader"]["grade_id"] for c in cells if is_check_cell(c)}
+        assert checks == {f"check_{e.name}" for e in exercises(a)}, a
+        for cell in filter(is_test_cell, cells):
+            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+            assert code == ["from autograder.checks import grade", f'grade("{a}", "{cell.metadata["nbgrader"]["grade_id"][5:]}", globals())'], cell.source

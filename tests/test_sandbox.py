@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from autograder.checks.core import StudentError
+from autograder.sandbox.calls import StudentError
 from autograder.sandbox.session import Limits, SandboxedStudent
 
 FIRST = [(0, """

@@ -102,6 +102,11 @@ CASES = {
     "forged-replies": Case("garbage written to the grader's channel costs the cheater, not the run",
                            cell="import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\xff' * 64)\n    except OSError:\n        pass",
                            expected=0),
+    "patched-exec": Case("patching exec or compile in the student's process switches off no check: the graded "
+                         "cells run nothing there",
+                         cell="import builtins\n_exec, _compile = builtins.exec, builtins.compile\n"
+                              "builtins.exec = lambda code, *a, **k: None\nbuiltins.compile = lambda *a, **k: _compile('pass', '<x>', 'exec')",
+                         position="start", solutions=every_function("return np.zeros(3)"), expected=0),
     # -- reading and writing what it must not -----------------------------------------------------
     "read-reference-solutions": Case("the reference solutions are not visible to the student's code",
                                      cell="import json\nnb = json.load(open('{repo}/solutions/01-weights/01-weights.ipynb'))\n"

@@ -19,7 +19,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__"]
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
-# Feedback shows each exercise's visible tests and the checks' report, never the hidden code.
+# Feedback shows each graded cell's report of its checks, never the hidden code.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortTestTracebacks, CSSHTMLHeaderPreprocessor]
 
 # nbgrader gives 0 to a test cell that writes to stderr: a library's warning must not cost points.

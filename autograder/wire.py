@@ -67,14 +67,10 @@ def to_plain(value, _depth=0):
 
 
 class PlainTensor:
-    """A torch tensor's data, as it travels; `to_torch` rebuilds the tensor."""
+    """A torch tensor's data, as it travels (decoded as a torch tensor)."""
 
     def __init__(self, array):
         self.array = array
-
-    def to_torch(self):
-        import torch
-        return torch.from_numpy(self.array.copy())
 
 
 def _plain_array(array):

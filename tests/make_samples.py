@@ -1,6 +1,6 @@
 """Writes samples/submitted/: a perfect, a partial and a broken submission per assignment.
 
-    .venv/bin/python tests/make_samples.py        (tests/test_samples.py checks they are current)
+    .venv/bin/python tests/make_samples.py        (tests/test_release.py checks they are current)
 """
 import sys
 from pathlib import Path

@@ -30,3 +30,47 @@ def test_messages_name_what_differs():
 def test_inf_must_match_exactly():
     assert "index [0]" in failure(np.array([np.inf]), np.array([1e308]))
     expect_close(np.array([-np.inf]), np.array([-np.inf]), "f(x)")
+
+
+def package_imports():
+    """{module: the autograder modules it imports}, read from the source."""
+    import ast
+    from autograder import REPO_ROOT
+    root = REPO_ROOT / "autograder"
+    graph = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [f"{target}.{a.name}" for a in node.names]
+                found.update(n if n.replace(".", "/") and (root.parent / (n.replace(".", "/") + ".py")).exists()
+                             or (root.parent / n.replace(".", "/")).is_dir() else target for n in names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+        graph[module] = {m for m in found if m.startswith("autograder") and m != module}
+    return graph
+
+
+def test_the_package_imports_form_no_cycle_and_the_sandbox_never_imports_the_checks():
+    graph = package_imports()
+    for module, imported in graph.items():
+        if module.startswith("autograder.sandbox"):
+            assert not any(m.startswith("autograder.checks") for m in imported), module
+    state = {}
+
+    def visit(module, path):
+        if state.get(module) == "open":
+            raise AssertionError("import cycle: " + " -> ".join(path + [module]))
+        if state.get(module) != "done":
+            state[module] = "open"
+            for other in graph.get(module, ()):
+                if other != "autograder":  # the package's __init__ imports nothing of its own
+                    visit(other, path + [module])
+            state[module] = "done"
+    for module in graph:
+        visit(module, [])

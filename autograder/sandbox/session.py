@@ -33,7 +33,6 @@ class Limits:
     cpu_seconds: int = 300            # CPU time of one student process
     memory_bytes: int = 4 * 2**30     # address space
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
-    output_bytes: int = 64 * 2**10    # what is kept of the student's printed output (the tail)
     restarts: int = 2                 # times a crashed or hung process is started again
     processes: int = 128              # processes at once (in the sandbox, or in the session without it)
 
@@ -71,7 +70,7 @@ class FreshProcess(StudentProcess):
             preexec_fn=lambda: apply_limits(limits), start_new_session=True)
         os.close(to_child_r)
         os.close(from_child_w)
-        self.output = OutputTail(self.process.stdout, limits.output_bytes)
+        self.output = OutputDrain(self.process.stdout)
         self.watcher = SessionWatcher(self.process.pid, limits.processes)
 
     def death(self):
@@ -162,7 +161,7 @@ class Zygote:
             cwd=self.scratch.name, env=_student_env(home), pass_fds=(theirs.fileno(),),
             preexec_fn=lambda: apply_limits(limits), start_new_session=True)
         theirs.close()
-        self.output = OutputTail(self.process.stdout, limits.output_bytes)
+        self.output = OutputDrain(self.process.stdout)
         self.busy = False
         self._expect_ready(120)
 
@@ -366,19 +365,18 @@ class SandboxedStudent:
         self.close()
 
 
-class OutputTail(threading.Thread):
-    """Drains what the student's code prints, keeping only the last `keep` bytes: a flood of
-    output costs neither memory nor disk, and never blocks the student's process."""
+class OutputDrain(threading.Thread):
+    """Reads and drops what the student's code prints: a flood of output costs neither memory
+    nor disk, and never blocks the student's process on a full pipe."""
 
-    def __init__(self, stream, keep):
+    def __init__(self, stream):
         super().__init__(daemon=True)
-        self.stream, self.keep, self.total, self.tail = stream, keep, 0, b""
+        self.stream = stream
         self.start()
 
     def run(self):
-        for chunk in iter(lambda: self.stream.read1(1 << 16), b""):
-            self.total += len(chunk)
-            self.tail = (self.tail + chunk)[-self.keep:]
+        while self.stream.read1(1 << 16):
+            pass
         self.stream.close()
 
 

@@ -210,8 +210,8 @@ def describe(value):
         kind = "array" if isinstance(value, np.ndarray) else "tensor"
         dtype = str(value.dtype).replace("torch.", "")
         if int(np.prod(tuple(value.shape), dtype=int)) <= 6:
-            return f"{kind} {np.asarray(value.tolist()).tolist()} ({dtype})"
-        return f"{kind} of shape {tuple(value.shape)} ({dtype})"
+            return f"{dtype} {kind} {value.tolist()}"
+        return f"{dtype} {kind} of shape {tuple(value.shape)}"
     if isinstance(value, Handle):
         return "your object"
     if isinstance(value, (tuple, list)) and len(value) <= 4:

@@ -82,3 +82,18 @@ def test_without_bubblewrap_the_process_limit_still_holds(monkeypatch):
     while marked(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not marked(marker), "processes of the student's session survived it"
+
+
+def test_a_process_that_stops_reading_costs_its_call_not_the_run():
+    """Every write to the student's channel has a deadline: a process that stays alive but stops
+    reading (here, stopped by its own thread once its cells have run) cannot hang the grader."""
+    import numpy as np
+    cells = [(1, "import os, signal, threading, time\n"
+                 "threading.Thread(target=lambda: (time.sleep(0.5), os.kill(os.getpid(), signal.SIGSTOP)), daemon=True).start()\n"
+                 "def size(x):\n    return len(x)")]
+    with SandboxedStudent(cells, Limits(call_seconds=2, grace_seconds=1, restarts=0), ["numpy"]) as student:
+        time.sleep(1.5)
+        start = time.monotonic()
+        with pytest.raises(StudentError, match="stopped reading"):
+            student.call("size", np.zeros(2_000_000))  # 16 MB: far more than a socket's buffer
+        assert time.monotonic() - start < 10

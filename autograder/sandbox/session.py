@@ -40,10 +40,13 @@ class Limits:
 class StudentProcess:
     """One student's process as the grader sees it: a channel, and how to end it."""
 
-    def send(self, request):
+    def send(self, request, seconds):
+        """Write a request; TimeoutError if the process stops reading it."""
         payload = encode(request)
         try:
-            _write_all(self.write_fd, struct.pack("<Q", len(payload)) + payload)
+            _write_all(self.write_fd, struct.pack("<Q", len(payload)) + payload, time.monotonic() + seconds)
+        except TimeoutError:
+            raise
         except OSError:
             pass  # the process is gone; receive() reports why
 
@@ -181,7 +184,7 @@ class Zygote:
 
     def fork(self):
         payload = encode({"op": "fork", "max_processes": self.limits.processes})
-        _write_all(self.control.fileno(), struct.pack("<Q", len(payload)) + payload)
+        _write_all(self.control.fileno(), struct.pack("<Q", len(payload)) + payload, time.monotonic() + 30)
         ready, _, _ = select.select([self.control], [], [], 30)
         if not ready:
             raise TimeoutError
@@ -307,8 +310,8 @@ class SandboxedStudent:
             self.restarts_left = 0
             return
         try:
-            self.process.send({"op": "run", "cells": [list(c) for c in self.cells],
-                               "cell_seconds": self.limits.cell_seconds})
+            self._send({"op": "run", "cells": [list(c) for c in self.cells], "cell_seconds": self.limits.cell_seconds},
+                       "sending your notebook's cells", self.limits.notebook_seconds)
             reply = self._receive(self.limits.notebook_seconds, "running your notebook")
             self.cell_errors = {index: error for index, error in reply["cells"] if error}
         except StudentError as error:
@@ -330,11 +333,17 @@ class SandboxedStudent:
                 raise StudentError(f"not run: {self.cell_errors.get(None)}")
             if self.known_good is not None and request is not self.known_good:
                 self._request(self.known_good, "loading known-good versions of the earlier exercises", seconds)
-        self.process.send(request)
+        self._send(request, doing, seconds + self.limits.grace_seconds)
         reply = self._receive(seconds + self.limits.grace_seconds, doing)
         if "error" in reply:
             raise StudentError(reply["error"])
         return reply["value"]
+
+    def _send(self, request, doing, seconds):
+        try:
+            self.process.send(request, seconds)
+        except TimeoutError:
+            self._fail(f"time limit: your notebook's process stopped reading while {doing}")
 
     def _receive(self, seconds, doing):
         try:
@@ -348,6 +357,10 @@ class SandboxedStudent:
             failure = f"your notebook's process ended while {doing} ({self.process.death()})"
         except (WireError, struct.error) as error:
             failure = f"unreadable reply while {doing}: {error}"
+        self._fail(failure)
+
+    def _fail(self, failure):
+        """End the process (the next call starts a new one, if restarts are left) and say why."""
         self.process.end()
         self.process = None
         self.last_failure = failure
@@ -418,7 +431,19 @@ def _read_exact(fd, size, deadline):
     return b"".join(chunks)
 
 
-def _write_all(fd, data):
+def _write_all(fd, data, deadline):
+    """Write everything before the deadline (TimeoutError), however slowly the reader reads."""
     view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    blocking = os.get_blocking(fd)
+    os.set_blocking(fd, False)
+    try:
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise TimeoutError
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+    finally:
+        os.set_blocking(fd, blocking)

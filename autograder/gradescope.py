@@ -14,7 +14,8 @@ from pathlib import Path
 
 from . import REPO_ROOT, SOLUTIONS_DIR
 from .files import atomic_write
-from .pipeline import grade_notebook
+from .notebook import NotebookError, read_notebook_bytes
+from .pipeline import grade_notebook, not_graded
 
 REQUIREMENTS = ["numpy==2.4.6", "torch==2.13.0", "matplotlib==3.11.2", "nbformat==5.11.1", "ipython==9.18.1"]
 
@@ -66,9 +67,12 @@ def results_json(assignment, submission_dir, results_path):
     try:
         target = work / assignment / f"{assignment}.ipynb"
         target.parent.mkdir(parents=True)
-        if wanted:
-            shutil.copyfile(wanted[0], target)
-        graded = grade_notebook("student", assignment, str(target))
+        try:
+            if wanted:  # read as `grade` reads it: a symlink or hard link is refused, not followed
+                target.write_bytes(read_notebook_bytes(wanted[0]))
+            graded = grade_notebook("student", assignment, str(target))
+        except NotebookError as error:
+            graded = not_graded("student", assignment, error)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)

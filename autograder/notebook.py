@@ -106,12 +106,36 @@ def reference_code(assignment):
     return [c.source for c in cells if c.cell_type == "code" and not is_test_cell(c) and not is_explore_cell(c)]
 
 
+MAX_NOTEBOOK_BYTES = 64 * 2**20   # a notebook with its outputs and figures is a few MB at most
+MAX_CELLS = 10_000
+
+
+def read_notebook_bytes(path):
+    """The bytes of a submitted notebook: a regular file with one link, never followed through a
+    symlink (to the solutions, or to another student's notebook), and not too large."""
+    import os
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if os.path.islink(path):
+            raise NotebookError(f"{path.name} is a symbolic link: hand in the notebook file itself") from None
+        raise NotebookError(f"cannot read {path.name}: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NotebookError(f"{path.name} is not a regular file: hand in the notebook file itself")
+        if info.st_nlink != 1:
+            raise NotebookError(f"{path.name} is a hard link to another file: hand in a copy of the notebook")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{path.name} is {info.st_size / 2**20:.0f} MB, more than the "
+                                f"{MAX_NOTEBOOK_BYTES // 2**20} MB accepted: clear its outputs and save it again")
+        return f.read(MAX_NOTEBOOK_BYTES + 1)
+
+
 def load_submission(path, assignment):
     """Read a student's notebook and pick the code to run; raises NotebookError with a reason."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise NotebookError(f"cannot read {path.name}: {error.strerror}") from None
+    raw = read_notebook_bytes(path)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -131,6 +155,8 @@ def load_submission(path, assignment):
                             "open and save it with Jupyter (format 4)")
     if not isinstance(data.get("cells"), list):
         raise NotebookError(f"{path.name} is not a Jupyter notebook (it has no list of cells)")
+    if len(data["cells"]) > MAX_CELLS:
+        raise NotebookError(f"{path.name} has {len(data['cells'])} cells, more than the {MAX_CELLS} accepted")
     test_ids = {"test_" + e.name for e in exercises(assignment)}
     check_ids = {"check_" + e.name for e in exercises(assignment)}
     present = {nbgrader_meta(c).get("grade_id") for c in data["cells"] if isinstance(c, dict)}

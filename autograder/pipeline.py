@@ -24,8 +24,14 @@ def discover(submissions):
         student_dir = os.path.join(submissions, student)
         if not os.path.isdir(student_dir) or student.startswith("."):
             continue
+        if os.path.islink(student_dir):
+            problems.append(f"{student}: a symbolic link, not a folder; not graded")
+            continue
         folders = sorted(f for f in os.listdir(student_dir) if not f.startswith("."))
         for folder in folders:
+            if os.path.islink(os.path.join(student_dir, folder)):
+                problems.append(f"{student}/{folder}: a symbolic link, not a folder; not graded")
+                continue
             assignment = folder if folder in known else _closest(folder, known)
             if assignment is None or (assignment != folder and assignment in folders):
                 problems.append(f"{student}/{folder}: not an assignment of this course "
@@ -72,7 +78,7 @@ def grade_notebook(student, assignment, path, limits=Limits()):
 
 
 def _load(path, assignment):
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         folder = os.path.dirname(path)
         others = sorted(f for f in os.listdir(folder) if f.endswith(".ipynb")) if os.path.isdir(folder) else []
         hint = f" (found {', '.join(others)}: rename it to {assignment}.ipynb)" if others else ""

@@ -1,6 +1,7 @@
 """`python -m autograder grade` as an instructor uses it, on the shipped samples and on a few
 notebooks that misbehave: each is one student's problem, with a readable reason."""
 import csv
+import os
 
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
@@ -95,3 +96,31 @@ def test_a_notebook_that_is_not_graded_shows_no_check_as_passed(tmp_path):
     page = feedback_html(grade_notebook("student", A, str(path)))
     assert "not a valid notebook" in page and "✓" not in page and "✗" not in page
     assert page.count("not run") == sum(len(e.checks) for e in grade_notebook("student", A, str(path)).exercises)
+
+
+def test_symlinks_hard_links_and_huge_notebooks_are_refused_with_a_message(tmp_path):
+    """A notebook is graded only as a regular file of its own: a symlink to the solutions (or to
+    another student's notebook) would otherwise score full marks."""
+    from autograder.notebook import MAX_CELLS, source_path
+    (tmp_path / "link" / A).mkdir(parents=True)
+    os.symlink(source_path(A), tmp_path / "link" / A / f"{A}.ipynb")
+    (tmp_path / "hard" / A).mkdir(parents=True)
+    own = write(filled_notebook(A), tmp_path / "elsewhere.ipynb")
+    os.link(own, tmp_path / "hard" / A / f"{A}.ipynb")
+    (tmp_path / "folder-link").mkdir()
+    os.symlink(tmp_path / "link" / A, tmp_path / "folder-link" / A)
+    (tmp_path / "cells" / A).mkdir(parents=True)
+    (tmp_path / "cells" / A / f"{A}.ipynb").write_text(
+        '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [' + ",".join(['{"cell_type": "markdown", "metadata": {}, "source": ""}'] * (MAX_CELLS + 1)) + "]}")
+    expected = {"link": "symbolic link", "hard": "hard link", "cells": "cells, more than"}
+    for student, reason in expected.items():
+        graded = grade_notebook(student, A, str(tmp_path / student / A / f"{A}.ipynb"))
+        assert graded.score == 0 and reason in graded.problem, (student, graded.problem)
+    from autograder.pipeline import discover
+    found, problems = discover(tmp_path)
+    assert "folder-link" not in {s for s, _, _ in found} and any("folder-link/01-weights: a symbolic link" in p for p in problems)
+    from autograder.gradescope import results_json
+    (tmp_path / "gs").mkdir()
+    os.symlink(source_path(A), tmp_path / "gs" / f"{A}.ipynb")
+    data = results_json(A, tmp_path / "gs", tmp_path / "results.json")
+    assert data["score"] == 0 and "symbolic link" in data["output"]

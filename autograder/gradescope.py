@@ -16,6 +16,7 @@ from . import REPO_ROOT, SOLUTIONS_DIR
 from .files import atomic_write
 from .notebook import NotebookError, read_notebook_bytes
 from .pipeline import grade_notebook, not_graded
+from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 
 REQUIREMENTS = ["numpy==2.4.6", "torch==2.13.0", "matplotlib==3.11.2", "nbformat==5.11.1", "ipython==9.18.1"]
 
@@ -60,6 +61,13 @@ def build_zip(assignment, out_path):
 
 def results_json(assignment, submission_dir, results_path):
     """Grade the notebook Gradescope put in `submission_dir` and write Gradescope's results.json."""
+    isolated = bubblewrap_works()
+    if not isolated and os.environ.get("AUTOGRADER_ALLOW_UNISOLATED") != "1":
+        data = {"score": 0.0, "visibility": "visible", "tests": [],
+                "output": f"Not graded: {NOT_ISOLATED} The instructor can set AUTOGRADER_ALLOW_UNISOLATED=1 "
+                          "in run_autograder to grade anyway, with the student's code running as Gradescope's user."}
+        atomic_write(results_path, json.dumps(data, indent=1))
+        return data
     submission_dir = Path(submission_dir)
     notebooks = sorted(submission_dir.rglob("*.ipynb"))
     wanted = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
@@ -84,6 +92,8 @@ def results_json(assignment, submission_dir, results_path):
                           "max_score": round(r.max_points, 4),
                           "output": r.message or "passed" if r.ran else f"not run: {r.message}",
                           "visibility": "after_published"})
+    if not isolated:
+        output = f"WARNING: {NOT_ISOLATED}\n{output}"
     data = {"score": round(graded.score, 4), "output": output or f"{assignment}: graded",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
     atomic_write(results_path, json.dumps(data, indent=1))

@@ -9,6 +9,8 @@ import zipfile
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
 
+from autograder.notebook import exercises
+
 A = "01-weights"
 
 
@@ -50,3 +52,15 @@ def test_the_lms_export_has_a_row_per_student_and_a_column_per_assignment(tmp_pa
     assert set(students) == {"broken-student", "partial-student", "perfect-student"}
     assert students["perfect-student"][-1] == rows[1][-1]
     assert float(students["broken-student"][-1]) == 0
+
+
+def test_gradescope_refuses_to_grade_unisolated_unless_told(tmp_path, monkeypatch):
+    from autograder import gradescope
+    monkeypatch.setattr(gradescope, "bubblewrap_works", lambda: False)
+    write(filled_notebook(A), tmp_path / "submission" / f"{A}.ipynb")
+    monkeypatch.delenv("AUTOGRADER_ALLOW_UNISOLATED", raising=False)
+    refused = gradescope.results_json(A, tmp_path / "submission", tmp_path / "results.json")
+    assert refused["score"] == 0 and "Not graded" in refused["output"] and "AUTOGRADER_ALLOW_UNISOLATED" in refused["output"]
+    monkeypatch.setenv("AUTOGRADER_ALLOW_UNISOLATED", "1")
+    graded = gradescope.results_json(A, tmp_path / "submission", tmp_path / "results.json")
+    assert graded["score"] == sum(e.points for e in exercises(A)) and graded["output"].startswith("WARNING")

@@ -10,21 +10,36 @@ import pytest
 from autograder.sandbox.calls import StudentError
 from autograder.sandbox.session import Limits, SandboxedStudent
 
-FIRST = [(0, """
-import os, subprocess
-at_start = {'home': sorted(os.listdir('.')), 'tmp': sorted(os.listdir('/tmp')), 'sleepers': 0}
+LOOK = """
+import ctypes, os, subprocess
+def look():
+    sysv = sum(len(open(f'/proc/sysvipc/{k}').read().splitlines()) - 1 for k in ('shm', 'msg', 'sem'))
+    return {'home': sorted(os.listdir('.')), 'tmp': sorted(os.listdir('/tmp')), 'shm': sorted(os.listdir('/dev/shm')),
+            'dev': sorted(os.listdir('/dev')), 'root': sorted(os.listdir('/')), 'sysv': sysv,
+            'sleepers': sum(b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit())}
+"""
+FIRST = [(0, LOOK + """
+at_start = look()
 def what_was_there():
     return at_start
-open('leftover', 'w').write('x')
-open('/tmp/leftover', 'w').write('x')
+def writable(path):
+    try:
+        open(path, 'w').write('x')
+        return True
+    except OSError:
+        return False
+for path in ('leftover', '/tmp/leftover', '/dev/shm/leftover'):
+    open(path, 'w').write('x')
+refused = [p for p in ('/dev/leftover', '/leftover', '/etc/leftover') if not writable(p)]
+libc = ctypes.CDLL(None)
+libc.shmget(1234, 4096, 0o1666), libc.msgget(1235, 0o1666), libc.semget(1236, 1, 0o1666)
 subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)
+def what_was_refused():
+    return refused
 """)]
-SECOND = [(0, """
-import os
+SECOND = [(0, LOOK + """
 def what_is_left():
-    others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > os.getpid() + 0 and p != str(os.getpid())]
-    return {'home': sorted(os.listdir('.')), 'tmp': sorted(os.listdir('/tmp')),
-            'sleepers': sum(b'sleep' in open(f'/proc/{p}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit())}
+    return look()
 """)]
 
 
@@ -33,9 +48,10 @@ def test_the_next_student_finds_nothing_left():
     with SandboxedStudent(FIRST, Limits(), ["numpy"]) as first:
         assert first.cell_errors == {}
         at_start = first.call("what_was_there")
+        assert first.call("what_was_refused") == ["/dev/leftover", "/leftover", "/etc/leftover"]
     with SandboxedStudent(SECOND, Limits(), ["numpy"]) as second:
         left = second.call("what_is_left")
-    assert "leftover" not in at_start["home"] + at_start["tmp"]
+    assert "leftover" not in at_start["home"] + at_start["tmp"] + at_start["shm"] and at_start["sysv"] == 0
     assert left == at_start  # (the sandbox's own mount points may show in /tmp)
 
 
@@ -97,3 +113,33 @@ def test_a_process_that_stops_reading_costs_its_call_not_the_run():
         with pytest.raises(StudentError, match="stopped reading"):
             student.call("size", np.zeros(2_000_000))  # 16 MB: far more than a socket's buffer
         assert time.monotonic() - start < 10
+
+
+def _real_uid(pid):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None, reason="the grader as root, with bubblewrap")
+def test_student_code_is_never_root_on_the_host_and_leaves_no_file_there():
+    """A setuid copy of a program, made in the student's home, would be a root shell for any local
+    user if that home were a host folder and the student's uid the grader's."""
+    import tempfile
+    from pathlib import Path
+
+    from autograder.sandbox.isolation import drops_identity
+    start = time.time()
+    cells = [(0, "import os, shutil\nshutil.copy('/usr/bin/env', 'env')\nos.chmod('env', 0o4755)\n"
+                 "def mode():\n    return os.stat('env').st_mode")]
+    with SandboxedStudent(cells, Limits(), ["numpy"]) as student:
+        assert student.call("mode") & 0o4000  # inside, the file is there
+        workers = [p for p in os.listdir("/proc") if p.isdigit() and "autograder.sandbox.worker" in _cmdline(p)]
+        uids = {_real_uid(p) for p in workers} - {None}
+        assert uids == ({65534} if drops_identity() else {0})  # root only where nobody cannot run this Python
+    suspicious = [p for p in Path(tempfile.gettempdir()).rglob("*")
+                  if p.is_file() and not p.is_symlink() and p.stat().st_mode & 0o4000 and p.stat().st_mtime >= start - 1]
+    assert not suspicious

@@ -1,9 +1,11 @@
 """How the student's process is walled off: bubblewrap where it runs, resource limits always.
 
-Under bubblewrap the student's process has no network, its own PID namespace (nothing it starts
-outlives it), a read-only view of the system and of Python, a private scratch folder as its
-only writable place, and no view of the repository (solutions, checks), the submissions or the
-grader's output. It sees only the few grader modules it needs: `wire` and `sandbox`.
+Under bubblewrap the student's process has no network, its own PID and IPC namespaces (nothing
+it starts outlives it), a read-only root, system and Python, in-memory folders as its only
+writable places (its home, /tmp, /dev/shm: nothing it writes is reachable from the host), and no
+view of the repository (solutions, checks), the submissions or the grader's output. It sees only
+the few grader modules it needs: `wire` and `sandbox`. When the grader runs as root, the
+student's processes run as the host's `nobody`, never as root (`drops_identity`).
 """
 import functools
 import os
@@ -17,46 +19,52 @@ from pathlib import Path
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/worker.py"]
 SANDBOX_HOME = "/sandbox"
 STAGE_MOUNT = "/grader"
+NOBODY = 65534  # the host identity of student code when the grader is root
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
                 "with resource limits only. Install the Debian package `bubblewrap` to isolate it.")
 
 
-@functools.cache
-def staged_grader():
-    """A folder holding only the grader modules the student's side imports."""
+def _read_only_paths():
+    """[(path on the host, path in the sandbox)], bound read-only: the system, Python, and of the
+    grader only the modules the student's side imports."""
+    paths = [("/usr", "/usr")]
+    paths += [(f"/{n}", f"/{n}") for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+              if os.path.isdir(f"/{n}") and not os.path.islink(f"/{n}")]
+    paths += [(p, p) for p in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs")
+              if os.path.exists(p)]
+    paths += [(p, p) for p in sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))})]
     package = Path(__file__).resolve().parent.parent
-    stage = Path(tempfile.mkdtemp(prefix="autograder-stage-"))
-    for name in STAGED_MODULES:
-        target = stage / "autograder" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(package / name, target)
-    return str(stage)
+    paths += [(str(package / name), f"{STAGE_MOUNT}/autograder/{name}") for name in STAGED_MODULES]
+    return paths
 
 
-def _system_binds():
-    # /tmp first: the binds below may lie under /tmp (a venv in a clone there) and must stay visible
-    binds = ["--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        path = f"/{name}"
-        if os.path.islink(path):
-            binds += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            binds += ["--ro-bind", path, path]
-    for path in ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs"):
-        binds += ["--ro-bind-try", path, path]
-    for path in sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}):
-        binds += ["--ro-bind", path, path]
-    return binds
+def bubblewrap_command():
+    """bwrap's arguments up to `--`. The writable places are in-memory folders of the sandbox's own,
+    the rest is read-only; the zygote empties them between students. /tmp comes first: the binds
+    may lie under /tmp (a venv in a clone there)."""
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", "--tmpfs", "/tmp"]
+    args += [a for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.islink(f"/{n}")
+             for a in ("--symlink", os.readlink(f"/{n}"), f"/{n}")]
+    args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", host, inside)]
+    return args + ["--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME, "--proc", "/proc",
+                   "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--"]
 
 
-def bubblewrap_command(scratch):
-    """bwrap's arguments up to `--`; the student's process gets `scratch` as its home."""
-    return (["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-             "--uid", "65534", "--gid", "65534", "--hostname", "sandbox"]
-            + _system_binds()
-            + ["--ro-bind", staged_grader(), STAGE_MOUNT,
-               "--bind", scratch, SANDBOX_HOME, "--chdir", SANDBOX_HOME,
-               "--proc", "/proc", "--dev", "/dev", "--"])
+def _become_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+@functools.cache
+def _bubblewrap_runs(as_nobody):
+    try:
+        probe = subprocess.run(bubblewrap_command() + [sys.executable, "-I", "-c", "pass"], capture_output=True,
+                               timeout=30, cwd="/", preexec_fn=_become_nobody if as_nobody else None)
+        return probe.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 @functools.cache
@@ -64,15 +72,24 @@ def bubblewrap_works():
     """Whether bwrap is installed and can make its namespaces on this machine."""
     if os.environ.get("AUTOGRADER_SANDBOX") == "none" or shutil.which("bwrap") is None:
         return False
-    scratch = tempfile.mkdtemp(prefix="autograder-probe-")
+    return _bubblewrap_runs(as_nobody=os.geteuid() == 0) or (os.geteuid() == 0 and _bubblewrap_runs(as_nobody=False))
+
+
+@functools.cache
+def drops_identity():
+    """Whether the student's processes leave the grader's identity, root, for the host's nobody.
+    Under bubblewrap they do unless it works only as root (a kernel without unprivileged user
+    namespaces): then the sandbox's nobody is the host's root, which owns only what the sandbox's
+    in-memory folders hold. Without bubblewrap they do if nobody can run this Python."""
+    if os.geteuid() != 0:
+        return False
+    if bubblewrap_works():
+        return _bubblewrap_runs(as_nobody=True)
     try:
-        probe = subprocess.run(bubblewrap_command(scratch) + [sys.executable, "-I", "-c", "pass"],
-                               capture_output=True, timeout=30)
-        return probe.returncode == 0
+        return subprocess.run([sys.executable, "-I", "-c", "import autograder.sandbox.worker"], capture_output=True,
+                              timeout=60, cwd="/", preexec_fn=_become_nobody).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
@@ -81,17 +98,18 @@ BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
 
 def worker_command(scratch, in_fd, out_fd, modules):
     """The command that starts one student's process, isolated if it can be; and its home."""
+    drops_identity()  # decided here, in the grader, not in the child about to exec
     if bubblewrap_works():
-        os.chmod(scratch, 0o777)  # the sandbox user (nobody) writes there
-        return (bubblewrap_command(scratch) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
+        return (bubblewrap_command() + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
                 SANDBOX_HOME)
+    os.chmod(scratch, 0o777)  # the student's process (nobody, if the grader is root) writes there
     return [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(in_fd), str(out_fd), *modules], scratch
 
 
-def zygote_command(scratch, control_fd, modules):
+def zygote_command(control_fd, modules):
     """The command that starts a zygote under bubblewrap (never without it); and its home."""
-    os.chmod(scratch, 0o777)
-    return (bubblewrap_command(scratch) + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
+    drops_identity()
+    return (bubblewrap_command() + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
             SANDBOX_HOME)
 
 
@@ -102,3 +120,5 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    if drops_identity():
+        _become_nobody()

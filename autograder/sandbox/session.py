@@ -156,12 +156,11 @@ class Zygote:
 
     def __init__(self, limits, modules):
         self.limits, self.modules = limits, modules
-        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-zygote-")
         self.control, theirs = socket.socketpair()
-        command, home = zygote_command(self.scratch.name, theirs.fileno(), modules)
+        command, home = zygote_command(theirs.fileno(), modules)
         self.process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.scratch.name, env=_student_env(home), pass_fds=(theirs.fileno(),),
+            cwd="/", env=_student_env(home), pass_fds=(theirs.fileno(),),
             preexec_fn=lambda: apply_limits(limits), start_new_session=True)
         theirs.close()
         self.output = OutputDrain(self.process.stdout)
@@ -207,7 +206,6 @@ class Zygote:
         self.process.wait()
         self.control.close()
         self.output.join(timeout=2)
-        self.scratch.cleanup()
 
 
 _zygote = None  # one per grading process: the last one used

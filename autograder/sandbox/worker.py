@@ -221,6 +221,8 @@ def _clean_namespace():
         time.sleep(0.005)
     else:
         return False
+    if not _remove_sysv_ipc():
+        return False
     for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
         for entry in set(os.listdir(folder) if os.path.isdir(folder) else []) - _MOUNT_POINTS.get(folder, set()):
             path = os.path.join(folder, entry)
@@ -230,6 +232,31 @@ def _clean_namespace():
             except OSError:
                 return False
     return True
+
+
+def _remove_sysv_ipc():
+    """Remove the System V shared memory, message queues and semaphores a student left in the
+    sandbox's IPC namespace (shared by the zygote's children). True if none is left."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    remove = {"shm": lambda i: libc.shmctl(i, 0, None), "msg": lambda i: libc.msgctl(i, 0, None),
+              "sem": lambda i: libc.semctl(i, 0, 0)}  # IPC_RMID = 0
+    for kind, rmid in remove.items():
+        for _ in range(2):
+            ids = _sysv_ids(kind)
+            for ident in ids:
+                rmid(ident)
+        if _sysv_ids(kind):
+            return False
+    return True
+
+
+def _sysv_ids(kind):
+    try:
+        with open(f"/proc/sysvipc/{kind}") as table:
+            return [int(line.split()[1]) for line in table.read().splitlines()[1:] if line.strip()]
+    except OSError:
+        return []
 
 
 _MOUNT_POINTS = {}  # what the writable folders hold at the start: the sandbox's own mount points

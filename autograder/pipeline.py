@@ -107,7 +107,10 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
         nonlocal done
         results[i] = graded
         if out_dir:
-            journal.save(out_dir, graded, found[i][2])
+            try:
+                journal.save(out_dir, graded, found[i][2])
+            except OSError as error:  # a full disk: the run goes on, unjournaled (a rerun grades it again)
+                problems.append(f"{graded.student}/{graded.assignment}: not journaled ({error.strerror})")
         done += 1
         progress and progress(done, len(found), graded)
 

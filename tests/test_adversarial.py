@@ -165,6 +165,10 @@ def test_no_process_outlives_the_run(corpus):
 def test_nothing_is_written_or_received_outside_the_sandbox(corpus):
     assert not (corpus["out"] / "pwned").exists()
     assert corpus["received"] == []
+    import tempfile
+    marker = corpus["values"]["marker"]
+    left = [p for root in (Path(tempfile.gettempdir()), corpus["out"]) for p in root.rglob(f"*{marker}*")]
+    assert left == [], "files the sandbox wrote are on the host"
     rows = list(csv.DictReader(open(corpus["out"] / "grades.csv")))
     assert {r["student"] for r in rows} >= set(CASES) and all(r["assignment"] == A for r in rows)
 

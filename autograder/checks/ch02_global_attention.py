@@ -4,373 +4,301 @@ import weakref
 import numpy as np
 import torch
 
-from .core import CheckFailure, StudentError, check, expect_close, expect_true, plain, rng_for, student_object
+from .core import (CheckFailure, StudentError, call, check, describe, equals, expect_close, expect_same, expect_true,
+                   match_by_shape, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "02-global-attention"
-# Check weights are chosen so that every share of an exercise's points is a round number
-# (0.5, 0.6, ...): grades.csv writes scores to 4 decimals, nbgrader keeps more.
+# Weights make every check's share of its exercise's points a round number (0.25, 0.5, 1.0, 1.5).
 
-# What the grader trains: the notebook's sizes, the grader's own documents.
-TRAIN_DOCS, TEST_DOCS, TRAIN_SEED, TEST_SEED = 800, 400, 2024, 2025
+# What the grader trains: the notebook's sizes, its own documents (see grader_documents).
+TRAIN_DOCS, TEST_DOCS, TRAIN_SEED, TEST_SEED, RENAME_SEED = 800, 400, 2024, 2025, 7
 DIM, EPOCHS, LR = 32, 10, 0.02
 MIN_ACCURACY, MIN_MASS = 0.95, 0.80
 
-
-# ---- inputs and descriptions --------------------------------------------------------------------
-
-def shown(value):
-    """A short description of a tensor input for messages."""
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).replace("torch.", "")
-        if value.numel() <= 6:
-            return f"tensor {value.tolist()} ({dtype})"
-        return f"tensor of shape {tuple(value.shape)} ({dtype})"
-    return repr(value)
+POOL = dict(names=("z", "p"))
+NAN_ON_EMPTY = "torch.softmax of a row of -inf is NaN: a fully masked document gets zero weights"
 
 
-def normal(rng, shape, dtype=torch.float32, scale=1.0):
-    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype)
+def documents(rng, shapes, mask=None, dtype=torch.float32):
+    """call(x, scores[, mask]) for each (..., N, D) in `shapes`; `mask(rng, shape)` draws the mask."""
+    cases = []
+    for shape in shapes:
+        x, scores = tensor(rng, shape, dtype), tensor(rng, shape[:-1], dtype, scale=2.0)
+        cases.append(call(x, scores, mask(rng, shape[:-1])) if mask else call(x, scores))
+    return cases
 
 
-def padding_mask(rng, shape, full_rows=0):
-    """Random right-padding (True = real item), at least one real item per row; the first
-    `full_rows` rows (along the flattened batch) are fully masked instead."""
-    *batch, n = shape
-    lengths = rng.integers(1, n + 1, size=batch)
-    mask = np.arange(n) < lengths[..., None]
-    flat = mask.reshape(-1, n)
-    flat[:full_rows] = False
-    return torch.from_numpy(flat.reshape(shape))
+def with_padding(rng, x, p_items, fill):
+    """`x` (B, N, ...) with P padded items inserted at random places: (x', mask', where the
+    real items went). `fill(shape)` draws the padded items."""
+    b, n = x.shape[:2]
+    order = torch.from_numpy(rng.permutation(n + p_items))
+    padded = torch.cat([x, fill((b, p_items) + tuple(x.shape[2:]))], dim=1)[:, order]
+    mask = torch.cat([torch.ones(b, n, dtype=torch.bool), torch.zeros(b, p_items, dtype=torch.bool)], dim=1)[:, order]
+    return padded, mask, torch.argsort(order)[:n]
 
 
-def scattered_mask(rng, shape):
-    """Random masked items anywhere (not only at the end), at least one real item per row."""
-    mask = rng.random(shape) < 0.6
-    mask[..., 0] |= ~mask.any(-1)
-    return torch.from_numpy(mask)
+def own_module(student, class_name, *init, rng):
+    """The student's `class_name(*init)` with random values in its own parameters, whatever their
+    names and shapes: for properties that hold for any parameters."""
+    handle = student.call(class_name, *init, keep=True)
+    state = {name: tensor(rng, tuple(v.shape), v.dtype, scale=0.7) if v.is_floating_point() else v
+             for name, v in student.call(handle, method="state_dict").items()}
+    student.call(handle, plain(state), method="load_state_dict")
+    return handle
 
 
-def pair(got, what):
-    """The student's result must be a pair (z, p)."""
+def result_pair(got, what, names=("z", "p")):
     expect_true(isinstance(got, (tuple, list)) and len(got) == 2,
-                f"{what} should return a pair (z, p), got {type(got).__name__}"
-                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
+                f"{what} should return a pair ({', '.join(names)}), got {describe(got)}")
     return got
 
 
-def same_pair(got, expected, what, names=("z", "p"), rtol=1e-5, atol=1e-6):
-    got = pair(got, what)
-    for name, g, e in zip(names, got, expected):
-        expect_close(g, plain(e), f"{what}: {name}", rtol=rtol, atol=atol)
+# ---- attention_pool -----------------------------------------------------------------------------
+
+SIZES = ((3, 5, 4), (2, 7, 3), (1, 1, 2), (4, 6, 1), (5, 9, 8))
+
+equals("attention_pool", "equals the reference on random documents without a mask (mask=None)", "attention_pool",
+       lambda rng: documents(rng, SIZES[:3]) + [call(*c.args, None) for c in documents(rng, SIZES[3:])], **POOL)
+
+equals("attention_pool", "equals the reference with masks: padding at the end, or masked items anywhere",
+       "attention_pool", lambda rng: documents(rng, SIZES, padding_mask) + documents(rng, SIZES, random_mask), **POOL)
 
 
-def same_pool(student, ref, x, scores, mask, what=None, **tol):
-    what = what or f"attention_pool(x={shown(x)}, scores={shown(scores)}, mask={shown(mask)})"
-    got = student.call("attention_pool", x, scores, mask)
-    same_pair(got, ref.attention_pool(x, scores, mask), what, **tol)
-    return got
-
-
-# ---- attention_pool ---------------------------------------------------------------------------------
-
-@check("attention_pool", "equals the reference on random padded documents (B, N, D)", weight=2.0)
-def pool_random(student, ref):
-    rng = rng_for("pool_random")
-    for b, n, d in ((3, 5, 4), (2, 7, 3), (1, 1, 2), (4, 6, 1), (5, 9, 8)):
-        x, scores = normal(rng, (b, n, d)), normal(rng, (b, n), scale=2.0)
-        same_pool(student, ref, x, scores, padding_mask(rng, (b, n)))
-        same_pool(student, ref, x, scores, scattered_mask(rng, (b, n)))
-
-
-@check("attention_pool", "without a mask (mask=None) every item counts", weight=1.0)
-def pool_no_mask(student, ref):
-    rng = rng_for("pool_no_mask")
-    for b, n, d in ((2, 4, 3), (3, 8, 5)):
-        same_pool(student, ref, normal(rng, (b, n, d)), normal(rng, (b, n), scale=2.0), None)
-
-
-@check("attention_pool", "masked items weigh exactly 0; the real items' weights sum to one", weight=1.0)
-def pool_masked_zero(student, ref):
-    rng = rng_for("pool_masked_zero")
-    x, scores = normal(rng, (6, 10, 3)), normal(rng, (6, 10), scale=3.0)
-    scores[:, -2:] = 50.0  # padding with the highest scores: it must still get nothing
-    mask = scattered_mask(rng, (6, 10))
+@check("attention_pool", "masked items weigh exactly 0 even with the highest scores; the others sum to one")
+def pool_masked_zero(student, ref, rng):
+    x, scores = tensor(rng, (6, 10, 3)), tensor(rng, (6, 10), scale=3.0)
+    mask = random_mask(rng, (6, 10))
     mask[:, -2:] = False
-    what = f"attention_pool(x={shown(x)}, scores={shown(scores)}, mask={shown(mask)})"
-    _, p = pair(student.call("attention_pool", x, scores, mask), what)
+    scores[:, -2:] = 50.0  # masked items with the highest scores: they must still get nothing
+    what = f"attention_pool(x={describe(x)}, scores={describe(scores)}, mask={describe(mask)})"
+    _, p = result_pair(student.call("attention_pool", x, scores, mask), what)
     expect_true(isinstance(p, torch.Tensor) and tuple(p.shape) == (6, 10),
-                f"{what}: p should be a tensor of shape (6, 10), got {shown(p)}")
-    expect_true(bool((p[~mask] == 0).all()), f"{what}: masked items must get weight exactly 0, "
-                f"got up to {p[~mask].abs().max().item():.3g} (mask with -inf before the softmax)")
+                f"{what}: p should be a tensor of shape (6, 10), got {describe(p)}")
+    expect_true(bool((p[~mask] == 0).all()), f"{what}: masked items must get weight exactly 0, got up to "
+                f"{p[~mask].abs().max().item():.3g} (set their scores to -inf before the softmax)")
     sums = p.double().sum(-1)
     expect_true(bool(torch.allclose(sums, torch.ones_like(sums), atol=1e-5)),
-                f"{what}: the weights of each document should sum to one over its real items, got sums "
-                f"{[round(s, 4) for s in sums.tolist()]}")
-    same_pool(student, ref, x, scores, mask, what=what)
+                f"{what}: the real items' weights should sum to one, got sums {[round(s, 4) for s in sums.tolist()]}"
+                " (the softmax of the real items' scores alone: mask before the softmax, not after)")
+    same(student, ref, "attention_pool", x, scores, mask, what=what, **POOL)
 
 
-@check("attention_pool", "a fully masked document gets zero weights and a zero vector, not NaN", weight=1.0)
-def pool_fully_masked(student, ref):
-    rng = rng_for("pool_fully_masked")
-    x, scores = normal(rng, (4, 5, 3)), normal(rng, (4, 5))
-    mask = padding_mask(rng, (4, 5), full_rows=2)
-    same_pool(student, ref, x, scores, mask, atol=0.0, rtol=1e-5)
-    none = torch.zeros(2, 3, dtype=torch.bool)
-    same_pool(student, ref, normal(rng, (2, 3, 2)), normal(rng, (2, 3)), none,
-              what="attention_pool(x of shape (2, 3, 2), scores of shape (2, 3), mask all False)", atol=0.0)
+equals("attention_pool", "a fully masked document gets zero weights and a zero vector, not NaN", "attention_pool",
+       lambda rng: [call(tensor(rng, (4, 5, 3)), tensor(rng, (4, 5)), padding_mask(rng, (4, 5), empty_rows=2)),
+                    call(tensor(rng, (2, 3, 2)), tensor(rng, (2, 3)), torch.zeros(2, 3, dtype=torch.bool))],
+       nan_hint=NAN_ON_EMPTY, **POOL)
+
+equals("attention_pool", "stable for scores as large as 1e4 (no mask)", "attention_pool",
+       lambda rng: [call(tensor(rng, (2, 5, 3)), torch.tensor([[1e4, 1e4 - 1.0, 0.0, -1e4, 1e4 - 2.0],
+                                                               [-1e4, -1e4 + 0.5, -1e4 + 3.0, -1e4, -1e4]]))],
+       nan_hint="exp(1e4) overflows: subtract each document's largest score first, or use torch.softmax", **POOL)
+
+equals("attention_pool", "leading batch dimensions (..., N, D), and one document (N, D)", "attention_pool",
+       lambda rng: documents(rng, [(2, 3, 5, 4), (2, 1, 2, 6, 3), (4, 2)]), **POOL)
+
+equals("attention_pool", "float64 in, float64 out", "attention_pool",
+       lambda rng: documents(rng, [(3, 6, 4), (2, 5, 1)], dtype=torch.float64), **POOL)
 
 
-@check("attention_pool", "z ignores the order of the items and any padding added", weight=1.0)
-def pool_invariance(student, ref):
-    rng = rng_for("pool_invariance")
-    x, scores = normal(rng, (3, 6, 4)), normal(rng, (3, 6), scale=2.0)
-    mask = padding_mask(rng, (3, 6))
-    base = f"attention_pool(x={shown(x)}, scores={shown(scores)}, mask={shown(mask)})"
-    z, p = pair(student.call("attention_pool", x, scores, mask), base)
+@check("attention_pool", "permuting the items permutes their weights and leaves z unchanged")
+def pool_order(student, ref, rng):
+    x, scores = tensor(rng, (3, 6, 4)), tensor(rng, (3, 6), scale=2.0)
+    what = f"attention_pool(x={describe(x)}, scores={describe(scores)})"
+    z, p = result_pair(same(student, ref, "attention_pool", x, scores, **POOL), what)
     order = torch.from_numpy(rng.permutation(6))
-    z2, p2 = pair(student.call("attention_pool", x[:, order], scores[:, order], mask[:, order]),
-                  base + " with the items permuted")
-    expect_close(z2, z, f"{base}: permuting the items (with their scores and mask) must not change z",
-                 rtol=1e-5, atol=1e-6)
-    expect_close(p2, p[:, order], f"{base}: permuting the items must permute their weights", rtol=1e-5, atol=1e-6)
-    extra = 4
-    x3 = torch.cat([x, normal(rng, (3, extra, 4), scale=100.0)], dim=1)
-    s3 = torch.cat([scores, torch.full((3, extra), 30.0)], dim=1)
-    m3 = torch.cat([mask, torch.zeros(3, extra, dtype=torch.bool)], dim=1)
-    z3, p3 = pair(student.call("attention_pool", x3, s3, m3), base + " with padding added")
-    expect_close(z3, z, f"{base}: adding {extra} padded items (mask False, any scores and values) must not change z",
-                 rtol=1e-5, atol=1e-6)
-    expect_close(p3, torch.cat([p, torch.zeros(3, extra)], dim=1),
-                 f"{base}: added padded items must get weight 0 and leave the others unchanged", rtol=1e-5, atol=1e-6)
+    z2, p2 = result_pair(student.call("attention_pool", x[:, order], scores[:, order]), what)
+    expect_close(z2, z, f"{what}: permuting the items (with their scores) must not change z")
+    expect_close(p2, p[:, order], f"{what}: permuting the items must permute their weights")
 
 
-@check("attention_pool", "stable for scores as large as 1e4", weight=1.0)
-def pool_large_scores(student, ref):
-    rng = rng_for("pool_large_scores")
-    x = normal(rng, (2, 5, 3))
-    scores = torch.tensor([[1e4, 1e4 - 1.0, 0.0, -1e4, 1e4 - 2.0], [-1e4, -1e4 + 0.5, -1e4 + 3.0, -1e4, -1e4]])
-    same_pool(student, ref, x, scores, None)
-    same_pool(student, ref, x, scores, torch.tensor([[False, True, True, True, True], [True, True, False, True, True]]))
+# ---- GlobalAttentionPooling ---------------------------------------------------------------------
 
-
-@check("attention_pool", "leading batch dimensions (..., N, D) and float64 in, float64 out", weight=1.0)
-def pool_batch_dtype(student, ref):
-    rng = rng_for("pool_batch_dtype")
-    x, scores = normal(rng, (2, 3, 5, 4), torch.float64), normal(rng, (2, 3, 5), torch.float64)
-    same_pool(student, ref, x, scores, padding_mask(rng, (2, 3, 5)), rtol=1e-10, atol=1e-12)
-    same_pool(student, ref, normal(rng, (4, 2), torch.float64), normal(rng, (4,), torch.float64), None,
-              rtol=1e-10, atol=1e-12)
-
-
-# ---- GlobalAttentionPooling -----------------------------------------------------------------------
-
-def pooling_pair(student, ref, dim, rng, scale=1.0, double=False):
-    """The student's and the reference's GlobalAttentionPooling(dim) with the same random context."""
-    state = {"context": normal(rng, (dim,), scale=scale)}
-    handle = student_object(student, "GlobalAttentionPooling", dim, state=state)
-    module = ref.GlobalAttentionPooling(dim)
-    module.load_state_dict(state)
-    if double:
-        handle = student.call(handle, method="double", keep=True)
-        module = module.double()
-    return handle, module
-
-
-def same_module(student, handle, module, what, *args, **tol):
-    got = student.call(handle, *args)
-    with torch.no_grad():
-        expected = module(*args)
-    same_pair(got, expected, what, **tol)
-
-
-@check("GlobalAttentionPooling", "self.context is an nn.Parameter of shape (dim,), the only parameter", weight=1.0)
-def gap_parameter(student, ref):
+@check("GlobalAttentionPooling", "self.context is an nn.Parameter of shape (dim,), the module's only parameter")
+def gap_parameter(student, ref, rng):
     for dim in (5, 12):
         handle = student.call("GlobalAttentionPooling", dim, keep=True)
-        what = f"GlobalAttentionPooling({dim})"
         context = student.call(handle, "context", method="get_parameter")
         expect_true(isinstance(context, torch.Tensor) and tuple(context.shape) == (dim,),
-                    f"{what}.context should have shape ({dim},), got {shown(context)}")
+                    f"GlobalAttentionPooling({dim}).context should have shape ({dim},), got {describe(context)}")
         names = sorted(student.call(handle, method="state_dict"))
-        expect_true(names == ["context"], f"{what} should hold one parameter, `context`; its state_dict has {names}")
+        expect_true(names == ["context"], f"GlobalAttentionPooling({dim}) should hold one parameter, `context`; "
+                    f"its state_dict has {names}")
 
 
-@check("GlobalAttentionPooling", "equals the reference with the same context vector (scores x_i · context)", weight=2.0)
-def gap_reference(student, ref):
-    rng = rng_for("gap_reference")
+@check("GlobalAttentionPooling", "equals the reference with the same context vector (scores x_i · context), no mask",
+       weight=2.0)
+def gap_reference(student, ref, rng):
     for b, n, d in ((3, 6, 4), (2, 9, 7), (1, 3, 16)):
-        handle, module = pooling_pair(student, ref, d, rng, scale=1.0)
-        x = normal(rng, (b, n, d))
-        what = f"GlobalAttentionPooling({d}) with a random context, on x of shape {(b, n, d)}"
-        same_module(student, handle, module, what + " and no mask", x)
-        mask = padding_mask(rng, (b, n))
-        same_module(student, handle, module, what + f" and mask {shown(mask)}", x, mask)
+        pair = module_pair(student, ref, "GlobalAttentionPooling", d, rng=rng, scale=1.0)
+        same(student, ref, pair, tensor(rng, (b, n, d)), **POOL)
 
 
-@check("GlobalAttentionPooling", "uses the mask: padding weighs 0, a fully masked document gives zeros", weight=1.0)
-def gap_mask(student, ref):
-    rng = rng_for("gap_mask")
-    handle, module = pooling_pair(student, ref, 6, rng, scale=2.0)
-    x = normal(rng, (5, 7, 6))
-    mask = padding_mask(rng, (5, 7), full_rows=1)
-    same_module(student, handle, module, f"GlobalAttentionPooling(6) on x of shape (5, 7, 6), mask {shown(mask)} "
-                "(document 0 fully masked)", x, mask, atol=1e-6)
+@check("GlobalAttentionPooling", "passes the mask on: padded items weigh 0 and change nothing; "
+       "a fully masked document gives zeros")
+def gap_mask(student, ref, rng):
+    handle = own_module(student, "GlobalAttentionPooling", 6, rng=rng)
+    x = tensor(rng, (4, 5, 6))
+    label = "GlobalAttentionPooling(6) with random parameters"
+    z, p = result_pair(student.call(handle, x), f"{label}(x of shape (4, 5, 6))")
+    padded, mask, where = with_padding(rng, x, 3, lambda shape: tensor(rng, shape, scale=30.0))
+    what = f"{label}(x of shape (4, 8, 6), mask {describe(mask)})"
+    z2, p2 = result_pair(student.call(handle, padded, mask), what)
+    expect_true(isinstance(p2, torch.Tensor) and bool((p2[~mask] == 0).all()),
+                f"{what}: the padded items (mask False) must get weight exactly 0, got {describe(p2)}")
+    expect_close(z2, z, f"{what}: z must be as without the 3 padded items")
+    expect_close(p2[:, where], p, f"{what}: p of the real items must be as without the padded items")
+    none = torch.zeros(2, 5, dtype=torch.bool)
+    got = student.call(handle, x[:2], none)
+    expect_same(got, (torch.zeros(2, 6), torch.zeros(2, 5)), f"{label}(x of shape (2, 5, 6), mask all False)",
+                names=("z", "p"), nan_hint=NAN_ON_EMPTY)
 
 
-@check("GlobalAttentionPooling", "float64 (after .double()) and leading batch dimensions", weight=1.0)
-def gap_batch_dtype(student, ref):
-    rng = rng_for("gap_batch_dtype")
-    handle, module = pooling_pair(student, ref, 5, rng, double=True)
-    x = normal(rng, (2, 3, 4, 5), torch.float64)
-    mask = padding_mask(rng, (2, 3, 4))
-    same_module(student, handle, module, "GlobalAttentionPooling(5).double() on x of shape (2, 3, 4, 5) float64",
-                x, mask, rtol=1e-10, atol=1e-12)
+@check("GlobalAttentionPooling", "after .double(): float64 in, float64 out, the same values as in float32")
+def gap_double(student, ref, rng):
+    handle = own_module(student, "GlobalAttentionPooling", 5, rng=rng)
+    x = tensor(rng, (3, 4, 5))
+    z, p = result_pair(student.call(handle, x), "GlobalAttentionPooling(5)(x of shape (3, 4, 5))")
+    handle = student.call(handle, method="double", keep=True)
+    got = student.call(handle, x.double())
+    expect_same(got, (z.double(), p.double()), "GlobalAttentionPooling(5).double()(x of shape (3, 4, 5) float64)",
+                names=("z", "p"), rtol=1e-4, atol=1e-5)
 
 
-# ---- AttentionDocClassifier -----------------------------------------------------------------------
-
-def classifier_shapes(vocab, dim, classes):
-    return {(vocab, dim): "the embedding", (dim,): "the context vector",
-            (classes, dim): "the linear layer's weight", (classes,): "the linear layer's bias"}
-
-
-def by_shape(state, values, what, vocab, dim, classes):
-    """{name in `state`: the value in `values` (shape -> tensor) of the same shape}."""
-    expected = classifier_shapes(vocab, dim, classes)
-    shapes = {name: tuple(t.shape) for name, t in state.items()}
-    if sorted(shapes.values()) != sorted(expected):
-        want = ", ".join(f"{label} {shape}" for shape, label in expected.items())
-        have = ", ".join(f"{name} {shape}" for name, shape in shapes.items()) or "nothing"
-        raise CheckFailure(f"{what} should hold exactly four tensors: {want}; its state_dict has {have}")
-    return {name: values[shape] for name, shape in shapes.items()}
+@check("GlobalAttentionPooling", "leading batch dimensions (..., N, D), and one document (N, D)")
+def gap_batch(student, ref, rng):
+    handle = own_module(student, "GlobalAttentionPooling", 5, rng=rng)
+    x = tensor(rng, (2, 3, 4, 5))
+    label = "GlobalAttentionPooling(5) with random parameters"
+    z, p = result_pair(student.call(handle, x.reshape(6, 4, 5)), f"{label}(x of shape (6, 4, 5))")
+    expect_same(student.call(handle, x), (z.reshape(2, 3, 5), p.reshape(2, 3, 4)),
+                f"{label}(x of shape (2, 3, 4, 5)) should pool each (4, 5) slice as x of shape (6, 4, 5) does",
+                names=("z", "p"))
+    expect_same(student.call(handle, x[0, 0]), (z[0], p[0]),
+                f"{label}(x of shape (4, 5)) should pool the document as x of shape (1, 4, 5) does", names=("z", "p"))
 
 
-def random_classifier_values(rng, vocab, dim, classes):
-    return {(vocab, dim): normal(rng, (vocab, dim)), (dim,): normal(rng, (dim,), scale=2.0 / np.sqrt(dim)),
-            (classes, dim): normal(rng, (classes, dim), scale=1.0 / np.sqrt(dim)),
-            (classes,): normal(rng, (classes,), scale=0.3)}
+# ---- AttentionDocClassifier ---------------------------------------------------------------------
+
+CLASSIFIER = (30, 8, 4)  # vocab_size, dim, num_classes
 
 
-def classifier_pair(student, ref, vocab, dim, classes, values):
-    """The student's and the reference's classifier holding the same `values`, matched by shape."""
-    what = f"AttentionDocClassifier({vocab}, {dim}, {classes})"
-    handle = student.call("AttentionDocClassifier", vocab, dim, classes, keep=True)
-    student.call(handle, plain(by_shape(student.call(handle, method="state_dict"), values, what, vocab, dim, classes)),
-                 method="load_state_dict")
-    model = ref.AttentionDocClassifier(vocab, dim, classes)
-    model.load_state_dict(by_shape(model.state_dict(), values, what, vocab, dim, classes))
-    return handle, model.eval()
+def words(rng, batch, n, vocab=CLASSIFIER[0]):
+    return torch.from_numpy(rng.integers(0, vocab, (batch, n)))
 
 
-def documents(rng, batch, n, vocab, full_rows=0):
-    tokens = torch.from_numpy(rng.integers(0, vocab, (batch, n)))
-    return tokens, padding_mask(rng, (batch, n), full_rows=full_rows)
-
-
-@check("AttentionDocClassifier", "logits (B, C) and weights (B, N): summing to one over real words, 0 on padding",
-       weight=1.0)
-def clf_shapes(student, ref):
-    rng = rng_for("clf_shapes")
-    vocab, dim, classes = 30, 8, 4
-    handle = student.call("AttentionDocClassifier", vocab, dim, classes, keep=True)
-    tokens, mask = documents(rng, 6, 9, vocab, full_rows=1)
-    what = f"AttentionDocClassifier({vocab}, {dim}, {classes}) on tokens of shape (6, 9), mask {shown(mask)}"
-    logits, p = pair(student.call(handle, tokens, mask), what)
-    for name, value, shape in (("logits", logits, (6, classes)), ("p", p, (6, 9))):
+@check("AttentionDocClassifier", "forward returns logits (B, num_classes) and weights (B, N) summing to one")
+def clf_outputs(student, ref, rng):
+    handle = own_module(student, "AttentionDocClassifier", *CLASSIFIER, rng=rng)
+    tokens, mask = words(rng, 6, 9), torch.ones(6, 9, dtype=torch.bool)
+    what = f"AttentionDocClassifier{CLASSIFIER} with random parameters (tokens of shape (6, 9), mask all True)"
+    logits, p = result_pair(student.call(handle, tokens, mask), what, names=("logits", "p"))
+    for name, value, shape in (("logits", logits, (6, CLASSIFIER[2])), ("p", p, (6, 9))):
         expect_true(isinstance(value, torch.Tensor) and tuple(value.shape) == shape,
-                    f"{what}: {name} should be a tensor of shape {shape}, got {shown(value)}")
-    expect_true(bool(torch.isfinite(logits).all()) and bool(torch.isfinite(p).all()),
-                f"{what}: logits and weights must be finite (document 0 is fully masked)")
-    expect_true(bool((p[~mask] == 0).all()), f"{what}: padded words must get weight exactly 0")
-    expect_true(bool(torch.allclose(p[1:].sum(-1), torch.ones(5), atol=1e-5)),
-                f"{what}: each document's weights should sum to one, got {[round(s, 4) for s in p.sum(-1).tolist()]}")
+                    f"{what}: {name} should be a tensor of shape {shape}, got {describe(value)}")
+    expect_close(p.sum(-1), torch.ones(6), f"{what}: each document's weights should sum to one", atol=1e-5)
 
 
-@check("AttentionDocClassifier", "holds an embedding, a context vector and a linear layer (found by shape)", weight=1.0)
-def clf_parameters(student, ref):
-    for vocab, dim, classes in ((30, 8, 4), (50, 6, 2)):
-        handle = student.call("AttentionDocClassifier", vocab, dim, classes, keep=True)
-        by_shape(student.call(handle, method="state_dict"), classifier_shapes(vocab, dim, classes),
-                 f"AttentionDocClassifier({vocab}, {dim}, {classes})", vocab, dim, classes)
+@check("AttentionDocClassifier", "holds exactly an embedding, a context vector, a linear layer's weight and bias")
+def clf_parameters(student, ref, rng):
+    for init in (CLASSIFIER, (50, 6, 2)):
+        handle = student.call("AttentionDocClassifier", *init, keep=True)
+        match_by_shape(student.call(handle, method="state_dict"), ref.AttentionDocClassifier(*init).state_dict(),
+                       f"AttentionDocClassifier{init}")
 
 
-@check("AttentionDocClassifier", "equals the reference model holding the same parameters", weight=2.0)
-def clf_reference(student, ref):
-    rng = rng_for("clf_reference")
-    for vocab, dim, classes, batch, n in ((30, 8, 4, 6, 9), (50, 6, 2, 3, 15)):
-        handle, model = classifier_pair(student, ref, vocab, dim, classes,
-                                        random_classifier_values(rng, vocab, dim, classes))
-        tokens, mask = documents(rng, batch, n, vocab)
-        got = student.call(handle, tokens, mask)
+@check("AttentionDocClassifier", "equals the reference model holding the same parameters (no padding)", weight=2.0)
+def clf_reference(student, ref, rng):
+    for init, batch, n in ((CLASSIFIER, 6, 9), ((50, 6, 2), 3, 15)):
+        pair = module_pair(student, ref, "AttentionDocClassifier", *init, rng=rng, by_shape=True)
+        tokens, mask = words(rng, batch, n, init[0]), torch.ones(batch, n, dtype=torch.bool)
+        got = student.call(pair.handle, tokens, mask)
         with torch.no_grad():
-            expected = model(tokens, mask)
-        same_pair(got, expected, f"AttentionDocClassifier({vocab}, {dim}, {classes}) with random parameters, on "
-                  f"tokens of shape {(batch, n)}, mask {shown(mask)}", names=("logits", "p"))
+            expected = pair.module(tokens, mask)
+        what = f"{pair.label}(tokens of shape {(batch, n)}, mask all True)"
+        logits = result_pair(got, what, names=("logits", "p"))[0]
+        if isinstance(logits, torch.Tensor) and bool(((logits >= 0) & (logits <= 1)).all()) \
+                and bool(torch.allclose(logits.double().sum(-1), torch.ones(batch, dtype=torch.float64))):
+            raise CheckFailure(f"{what}: logits should be the unnormalised class scores, got probabilities "
+                               "(no softmax: F.cross_entropy takes logits)")
+        expect_same(got, plain(expected), what, names=("logits", "p"))
 
 
-@check("AttentionDocClassifier", "padding and the order of the words do not change the logits", weight=1.0)
-def clf_invariance(student, ref):
-    rng = rng_for("clf_invariance")
-    vocab, dim, classes = 30, 8, 3
-    handle, _ = classifier_pair(student, ref, vocab, dim, classes, random_classifier_values(rng, vocab, dim, classes))
-    tokens, mask = documents(rng, 4, 8, vocab)
-    what = f"AttentionDocClassifier({vocab}, {dim}, {classes}) with random parameters, tokens of shape (4, 8)"
-    logits, p = pair(student.call(handle, tokens, mask), what)
-    padded = torch.cat([tokens, torch.from_numpy(rng.integers(0, vocab, (4, 5)))], dim=1)
-    padded_mask = torch.cat([mask, torch.zeros(4, 5, dtype=torch.bool)], dim=1)
-    logits2, p2 = pair(student.call(handle, padded, padded_mask), what)
-    expect_close(logits2, logits, f"{what}: 5 padded positions (mask False, random words) added at the end must not "
-                 "change the logits", rtol=1e-5, atol=1e-5)
+@check("AttentionDocClassifier", "padded words (any word id) weigh 0 and do not change the logits")
+def clf_padding(student, ref, rng):
+    handle = own_module(student, "AttentionDocClassifier", *CLASSIFIER, rng=rng)
+    label = f"AttentionDocClassifier{CLASSIFIER} with random parameters"
+    tokens = words(rng, 4, 8)
+    logits, p = result_pair(student.call(handle, tokens, torch.ones(4, 8, dtype=torch.bool)),
+                            f"{label}(tokens of shape (4, 8), mask all True)", names=("logits", "p"))
+    padded, mask, where = with_padding(rng, tokens, 5, lambda shape: words(rng, *shape))
+    what = f"{label}(tokens of shape (4, 13), mask {describe(mask)}): 5 padded positions holding random words"
+    logits2, p2 = result_pair(student.call(handle, padded, mask), what, names=("logits", "p"))
+    expect_true(isinstance(p2, torch.Tensor) and bool((p2[~mask] == 0).all()),
+                f"{what}: the padded words must get weight exactly 0, got {describe(p2)}")
+    expect_close(logits2, logits, f"{what}: the logits must be as without the padded words", atol=1e-5)
+    expect_close(p2[:, where], p, f"{what}: the real words' weights must be as without the padded words")
+
+
+@check("AttentionDocClassifier", "the order of the words does not change the logits; their weights move with them")
+def clf_order(student, ref, rng):
+    handle = own_module(student, "AttentionDocClassifier", *CLASSIFIER, rng=rng)
+    tokens, mask = words(rng, 4, 8), padding_mask(rng, (4, 8))
+    what = f"AttentionDocClassifier{CLASSIFIER} with random parameters (tokens of shape (4, 8), mask {describe(mask)})"
+    logits, p = result_pair(student.call(handle, tokens, mask), what, names=("logits", "p"))
     order = torch.from_numpy(rng.permutation(8))
-    logits3, p3 = pair(student.call(handle, tokens[:, order], mask[:, order]), what)
-    expect_close(logits3, logits, f"{what}: permuting the words (and the mask with them) must not change the logits",
-                 rtol=1e-5, atol=1e-5)
-    expect_close(p3, p[:, order], f"{what}: permuting the words must permute their weights", rtol=1e-5, atol=1e-6)
+    logits2, p2 = result_pair(student.call(handle, tokens[:, order], mask[:, order]), what, names=("logits", "p"))
+    expect_close(logits2, logits, f"{what}: permuting the words (and the mask with them) must not change the logits",
+                 atol=1e-5)
+    expect_close(p2, p[:, order], f"{what}: permuting the words must permute their weights")
 
 
-# ---- attention_mass -------------------------------------------------------------------------------
+# ---- attention_mass -----------------------------------------------------------------------------
 
-@check("attention_mass", "equals the reference on random weights and selections", weight=2.0)
-def mass_random(student, ref):
-    rng = rng_for("mass_random")
-    for b, n in ((3, 5), (1, 8), (6, 2)):
-        w = torch.from_numpy(rng.random((b, n))).float()
-        p = w / w.sum(-1, keepdim=True)
-        selected = torch.from_numpy(rng.random((b, n)) < 0.4)
-        expect_close(student.call("attention_mass", p, selected), plain(ref.attention_mass(p, selected)),
-                     f"attention_mass(p={shown(p)}, selected={shown(selected)})", rtol=1e-5, atol=1e-6)
+def weights(rng, shape, dtype=torch.float32):
+    w = torch.from_numpy(rng.random(shape))
+    return (w / w.sum(-1, keepdim=True)).to(dtype)
 
 
-@check("attention_mass", "everything selected gives the total weight; nothing selected gives 0", weight=1.0)
-def mass_limits(student, ref):
-    rng = rng_for("mass_limits")
-    w = torch.from_numpy(rng.random((4, 6))).float()
-    p = w / w.sum(-1, keepdim=True)
+def selections(rng, shapes, dtype=torch.float32):
+    return [call(weights(rng, shape, dtype), torch.from_numpy(rng.random(shape) < 0.4)) for shape in shapes]
+
+
+equals("attention_mass", "equals the reference on random weights and selections (B, N)", "attention_mass",
+       lambda rng: selections(rng, ((3, 5), (1, 8), (6, 2))), weight=2.0)
+
+
+@check("attention_mass", "everything selected gives each document's total weight; nothing selected gives 0")
+def mass_limits(student, ref, rng):
+    p = weights(rng, (4, 6))
     p[3] = 0.0  # a fully masked document: no attention at all
     expect_close(student.call("attention_mass", p, torch.ones(4, 6, dtype=torch.bool)), p.sum(-1),
-                 f"attention_mass(p={shown(p)}, everything selected) should be each document's total weight",
-                 rtol=1e-5, atol=1e-6)
+                 f"attention_mass(p={describe(p)}, everything selected) should be each document's total weight")
     expect_close(student.call("attention_mass", p, torch.zeros(4, 6, dtype=torch.bool)), torch.zeros(4),
-                 f"attention_mass(p={shown(p)}, nothing selected) should be 0 for every document", atol=0.0)
+                 f"attention_mass(p={describe(p)}, nothing selected) should be 0 for every document", atol=0.0)
 
 
-@check("attention_mass", "one number per document with batch dimensions; float64 kept", weight=1.0)
-def mass_batch_dtype(student, ref):
-    rng = rng_for("mass_batch_dtype")
-    w = torch.from_numpy(rng.random((2, 3, 7)))
-    p = w / w.sum(-1, keepdim=True)
-    selected = torch.from_numpy(rng.random((2, 3, 7)) < 0.5)
-    expect_close(student.call("attention_mass", p, selected), plain(ref.attention_mass(p, selected)),
-                 f"attention_mass(p={shown(p)}, selected={shown(selected)})", rtol=1e-10, atol=1e-12)
+equals("attention_mass", "leading batch dimensions (..., N): one number per document", "attention_mass",
+       lambda rng: selections(rng, ((2, 3, 7), (2, 2, 2, 4), (5,))), weight=0.5)
+
+equals("attention_mass", "float64 in, float64 out", "attention_mass",
+       lambda rng: selections(rng, ((3, 6),), torch.float64), weight=0.5)
 
 
-# ---- train_classifier -----------------------------------------------------------------------------
+# ---- train_classifier ---------------------------------------------------------------------------
 
-def planted_data(ref, n_docs, seed):
-    """The reference generator's documents, with random words written at the padded positions."""
+def grader_documents(ref, n_docs, seed):
+    """make_planted_corpus's documents with every word renamed by a fixed random permutation of the
+    vocabulary (<pad> stays 0), so that the signal words' ids are not the notebook's; the padded
+    positions then get random words."""
     data = ref.make_planted_corpus(n_docs, seed=seed)
-    noise = torch.from_numpy(np.random.default_rng(seed + 1).integers(1, len(ref.VOCAB), data["tokens"].shape))
-    data["tokens"] = torch.where(data["mask"], data["tokens"], noise)
+    vocab, signal = len(ref.VOCAB), [ref.WORD_ID[w] for ws in ref.SIGNAL_WORDS.values() for w in ws]
+    rng = np.random.default_rng(RENAME_SEED)
+    rename = np.arange(vocab)
+    while (rename[signal] == signal).any():  # no signal word keeps its id
+        rename = np.concatenate([[0], 1 + rng.permutation(vocab - 1)])
+    noise = torch.from_numpy(np.random.default_rng(seed + 1).integers(1, vocab, data["tokens"].shape))
+    data["tokens"] = torch.where(data["mask"], torch.from_numpy(rename)[data["tokens"]], noise)
     return data
 
 
@@ -378,95 +306,87 @@ def initial_values(ref, vocab, classes):
     """The reference model's initial parameters (seeded, without touching the global RNG)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = ref.AttentionDocClassifier(vocab, DIM, classes)
-    return {tuple(t.shape): t.detach().clone() for t in model.state_dict().values()}
+        return {n: t.detach().clone() for n, t in ref.AttentionDocClassifier(vocab, DIM, classes).state_dict().items()}
 
 
-def train_student(student, ref, values, data, seed):
-    """Train the student's classifier (starting from `values`) with the student's train_classifier;
-    returns (history, trained state_dict). One torch thread, as in the sandbox: tiny models train
-    fastest that way, and nbgrader's kernel then computes exactly what the sandbox computes."""
+def train_student(student, ref, values, data):
+    """The student's train_classifier on the classifier (the reference's, as known-good) holding
+    `values`; returns (history, trained state_dict). One torch thread, as in the sandbox: tiny
+    models train fastest that way, and nbgrader's kernel then computes what the sandbox computes."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _train_student(student, ref, values, data, seed)
+        init = (len(ref.VOCAB), DIM, len(ref.CLASS_NAMES))
+        handle = student.call("AttentionDocClassifier", *init, keep=True)
+        state = match_by_shape(student.call(handle, method="state_dict"), values, f"AttentionDocClassifier{init}")
+        student.call(handle, plain(state), method="load_state_dict")
+        history = student.call("train_classifier", handle, data, epochs=EPOCHS, lr=LR, seed=0, _time_limit=90)
+        return history, student.call(handle, method="state_dict")
     finally:
         torch.set_num_threads(threads)
-
-
-def _train_student(student, ref, values, data, seed):
-    vocab, classes = len(ref.VOCAB), len(ref.CLASS_NAMES)
-    what = f"AttentionDocClassifier({vocab}, {DIM}, {classes})"
-    handle = student.call("AttentionDocClassifier", vocab, DIM, classes, keep=True)
-    state = by_shape(student.call(handle, method="state_dict"), values, what, vocab, DIM, classes)
-    student.call(handle, plain(state), method="load_state_dict")
-    history = student.call("train_classifier", handle, data, epochs=EPOCHS, lr=LR, seed=seed, _time_limit=90)
-    return history, student.call(handle, method="state_dict")
 
 
 _TRAINED = weakref.WeakKeyDictionary()
 
 
 def trained(student, ref):
-    """One training run per student, shared by the checks: history, test accuracy and attention mass
-    measured here, with the reference model holding the student's trained parameters."""
-    if student not in _TRAINED:
+    """One training run per student process, shared by the checks: (history, trained state, initial
+    values, training data, test accuracy, attention mass on the signal words), measured here by the
+    reference model holding the trained parameters."""
+    if student.process not in _TRAINED:
         try:
-            vocab, classes = len(ref.VOCAB), len(ref.CLASS_NAMES)
-            train = planted_data(ref, TRAIN_DOCS, TRAIN_SEED)
-            test = planted_data(ref, TEST_DOCS, TEST_SEED)
-            values = initial_values(ref, vocab, classes)
+            init = (len(ref.VOCAB), DIM, len(ref.CLASS_NAMES))
+            train, test = grader_documents(ref, TRAIN_DOCS, TRAIN_SEED), grader_documents(ref, TEST_DOCS, TEST_SEED)
+            values = initial_values(ref, init[0], init[2])
             data = {key: train[key] for key in ("tokens", "mask", "labels")}
-            history, state = train_student(student, ref, values, data, seed=0)
-            model = ref.AttentionDocClassifier(vocab, DIM, classes)
-            what = f"your trained AttentionDocClassifier({vocab}, {DIM}, {classes})"
-            by_shape(state, values, what, vocab, DIM, classes)  # still the four tensors after training
-            trained_values = {tuple(t.shape): t for t in state.values()}
-            model.load_state_dict(by_shape(model.state_dict(), trained_values, what, vocab, DIM, classes))
+            history, state = train_student(student, ref, values, data)
+            model = ref.AttentionDocClassifier(*init)
+            model.load_state_dict(match_by_shape(model.state_dict(), state, "your trained model"))
             with torch.no_grad():
                 logits, p = model.eval()(test["tokens"], test["mask"])
             accuracy = (logits.argmax(-1) == test["labels"]).double().mean().item()
             mass = (p.double() * test["is_signal"]).sum(-1).mean().item()
-            _TRAINED[student] = ("ok", (history, state, values, data, accuracy, mass))
+            _TRAINED[student.process] = ("ok", (history, state, values, data, accuracy, mass))
         except (CheckFailure, StudentError) as failure:
-            _TRAINED[student] = ("failed", failure)
-    status, result = _TRAINED[student]
+            _TRAINED[student.process] = ("failed", failure)
+    status, result = _TRAINED[student.process]
     if status == "failed":
         raise result
     return result
 
 
+TRAINED = f"after train_classifier(model, the grader's {TRAIN_DOCS} documents, epochs={EPOCHS}, lr={LR}, seed=0)"
+
+
 @check("train_classifier", f"the trained model classifies >= {MIN_ACCURACY:.0%} of the grader's test documents",
        weight=1.5)
-def train_accuracy(student, ref):
+def train_accuracy(student, ref, rng):
     *_, accuracy, mass = trained(student, ref)
-    expect_true(accuracy >= MIN_ACCURACY,
-                f"after train_classifier(model, the grader's {TRAIN_DOCS} documents, epochs={EPOCHS}, lr={LR}, seed=0), "
-                f"the model classifies {accuracy:.1%} of {TEST_DOCS} test documents correctly, below "
-                f"{MIN_ACCURACY:.0%} (Adam on the cross-entropy of the logits, shuffled mini-batches of 32, "
-                f"{EPOCHS} epochs over all the documents, with the mask?)")
+    expect_true(accuracy >= MIN_ACCURACY, f"{TRAINED}, the model classifies {accuracy:.1%} of {TEST_DOCS} test "
+                f"documents correctly, below {MIN_ACCURACY:.0%} (the notebook asks for Adam on the cross-entropy of "
+                f"the logits, {EPOCHS} epochs over all the documents in shuffled mini-batches of 32)")
 
 
 @check("train_classifier", f"the trained model puts >= {MIN_MASS:.0%} of its attention on the signal words",
        weight=1.5)
-def train_mass(student, ref):
+def train_mass(student, ref, rng):
     *_, accuracy, mass = trained(student, ref)
-    expect_true(mass >= MIN_MASS,
-                f"after train_classifier(model, the grader's documents, epochs={EPOCHS}, lr={LR}, seed=0), only "
-                f"{mass:.1%} of the attention on the test documents is on the signal words, below {MIN_MASS:.0%} "
-                "(the grader's padded positions hold random words: does your training pass the mask?)")
+    hint = (" (it classifies well: the grader's padded positions hold random words; does your training pass the "
+            "mask?)" if accuracy >= MIN_ACCURACY else "")
+    expect_true(mass >= MIN_MASS, f"{TRAINED}, only {mass:.1%} of the attention on the test documents is on the "
+                f"signal words, below {MIN_MASS:.0%}{hint}")
 
 
 @check("train_classifier", "returns the history: one loss and one accuracy per epoch, the loss going down",
        weight=0.5)
-def train_history(student, ref):
+def train_history(student, ref, rng):
     history, *_ = trained(student, ref)
-    expect_true(isinstance(history, dict), f"train_classifier should return a dict, got {type(history).__name__}")
+    expect_true(isinstance(history, dict), f"train_classifier should return a dict, got {describe(history)}")
     for key in ("loss", "accuracy"):
         values = history.get(key)
         expect_true(isinstance(values, (list, tuple, np.ndarray, torch.Tensor)) and len(values) == EPOCHS,
                     f"train_classifier(..., epochs={EPOCHS}) should return history[{key!r}] with one number per epoch, "
-                    f"got {values!r:.100}")
+                    f"got {describe(values)}")
         numbers = np.asarray([float(v) for v in values])
         expect_true(bool(np.isfinite(numbers).all()), f"history[{key!r}] holds non-finite numbers: {numbers}")
     loss, accuracy = np.asarray(history["loss"], dtype=float), np.asarray(history["accuracy"], dtype=float)
@@ -476,9 +396,9 @@ def train_history(student, ref):
 
 
 @check("train_classifier", "deterministic: the same seed trains the same model", weight=0.5)
-def train_deterministic(student, ref):
+def train_deterministic(student, ref, rng):
     _, state, values, data, *_ = trained(student, ref)
-    _, again = train_student(student, ref, values, data, seed=0)
+    _, again = train_student(student, ref, values, data)
     for name, value in state.items():
         expect_close(again.get(name), value, f"training twice from the same start with seed=0: parameter {name}",
                      rtol=1e-4, atol=1e-5)

@@ -13,10 +13,10 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/worker.py"]
+STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
+                  "sandbox/worker.py"]
 SANDBOX_HOME = "/sandbox"
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root

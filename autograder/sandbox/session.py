@@ -6,6 +6,7 @@ torch; the zygote's namespace is emptied between submissions. Without bubblewrap
 submission gets a fresh process. Any surprise from a zygote (a hang, garbage on its channel, a
 dirty namespace) and it is killed; the next submission gets a new one.
 """
+import functools
 import os
 import select
 import signal
@@ -17,8 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..wire import MAX_FRAME_BYTES, WireError, decode, encode
+from ..wire import WireError, decode, encode
 from .calls import StudentError
+from .procfs import session_members, task_count
 from .isolation import apply_limits, bubblewrap_works, worker_command, zygote_command
 
 
@@ -34,7 +36,13 @@ class Limits:
     memory_bytes: int = 4 * 2**30     # address space
     file_bytes: int = 64 * 2**20      # largest file the student's code may write
     restarts: int = 2                 # times a crashed or hung process is started again
-    processes: int = 128              # processes at once (in the sandbox, or in the session without it)
+    processes: int = 256              # processes and threads at once (in the sandbox, or the session without it)
+    scratch_bytes: int = 256 * 2**20  # written to the sandbox's in-memory folders (home, /tmp, /dev/shm)
+    reply_bytes: int = 64 * 2**20     # one value sent back by the student's code
+
+
+class ReplyTooLarge(Exception):
+    pass
 
 
 class StudentProcess:
@@ -50,12 +58,16 @@ class StudentProcess:
         except OSError:
             pass  # the process is gone; receive() reports why
 
-    def receive(self, seconds):
+    def receive(self, seconds, max_bytes):
         """A reply; TimeoutError, EOFError or WireError otherwise."""
         deadline = time.monotonic() + seconds
         (size,) = struct.unpack("<Q", _read_exact(self.read_fd, 8, deadline))
-        if size > MAX_FRAME_BYTES:
-            raise WireError("a reply over the size limit")
+        if size > max_bytes:
+            for _ in range(size // 2**20):  # read and dropped, never held: the process may go on
+                _read_exact(self.read_fd, 2**20, deadline)
+            _read_exact(self.read_fd, size % 2**20, deadline)
+            raise ReplyTooLarge(f"returned a value of {size / 2**20:.0f} MB, more than the {max_bytes // 2**20} MB "
+                                "accepted")
         return decode(_read_exact(self.read_fd, size, deadline))
 
 
@@ -63,7 +75,8 @@ class FreshProcess(StudentProcess):
     """A new worker process for one submission (bubblewrapped if it can be)."""
 
     def __init__(self, limits, modules):
-        self.scratch = tempfile.TemporaryDirectory(prefix="autograder-")
+        _remove_stale_scratch()
+        self.scratch = tempfile.TemporaryDirectory(prefix=f"autograder-{os.getpid()}-")
         to_child_r, self.write_fd = os.pipe()
         self.read_fd, from_child_w = os.pipe()
         command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules)
@@ -82,7 +95,7 @@ class FreshProcess(StudentProcess):
         except subprocess.TimeoutExpired:
             return "it closed its channel"
         if self.watcher.tripped:
-            return f"too many processes (more than {self.watcher.limit}): killed"
+            return f"too many processes and threads (more than {self.watcher.limit}): killed"
         return _describe_exit(code)
 
     def end(self):
@@ -110,7 +123,7 @@ class SessionWatcher(threading.Thread):
 
     def run(self):
         while not self.stopped.wait(0.05):
-            if len(session_members(self.session)) > self.limit:
+            if sum(task_count(pid) for pid in session_members(self.session)) > self.limit:
                 self.tripped = True
                 kill_session(self.session)
                 return
@@ -118,22 +131,6 @@ class SessionWatcher(threading.Thread):
     def stop(self):
         self.stopped.set()
         self.join()
-
-
-def session_members(session):
-    """The live (not zombie) processes of a session, from /proc."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if fields[0] != b"Z" and int(fields[3]) == session:  # state, ppid, pgrp, session
-            members.append(int(entry))
-    return members
 
 
 def kill_session(session, seconds=5.0):
@@ -182,7 +179,8 @@ class Zygote:
         return reply
 
     def fork(self):
-        payload = encode({"op": "fork", "max_processes": self.limits.processes})
+        payload = encode({"op": "fork", "max_tasks": self.limits.processes,
+                          "max_scratch_bytes": self.limits.scratch_bytes})
         _write_all(self.control.fileno(), struct.pack("<Q", len(payload)) + payload, time.monotonic() + 30)
         ready, _, _ = select.select([self.control], [], [], 30)
         if not ready:
@@ -345,10 +343,12 @@ class SandboxedStudent:
 
     def _receive(self, seconds, doing):
         try:
-            reply = self.process.receive(seconds)
+            reply = self.process.receive(seconds, self.limits.reply_bytes)
             if isinstance(reply, dict) and ("value" in reply or "error" in reply or "cells" in reply):
                 return reply
             failure = f"unreadable reply while {doing}"
+        except ReplyTooLarge as error:
+            raise StudentError(f"{doing}: {error}") from None
         except TimeoutError:
             failure = f"time limit: {doing} took more than {seconds:g} s"
         except EOFError:
@@ -389,6 +389,18 @@ class OutputDrain(threading.Thread):
         while self.stream.read1(1 << 16):
             pass
         self.stream.close()
+
+
+@functools.cache  # once per grading process
+def _remove_stale_scratch():
+    """Scratch folders (`autograder-<pid>-...`) of grading processes that were killed."""
+    import re
+    import shutil
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        match = re.fullmatch(r"autograder-(\d+)-\w+", name)
+        if match and not os.path.exists(f"/proc/{match.group(1)}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def _student_env(home):

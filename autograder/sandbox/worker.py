@@ -13,6 +13,7 @@ import threading
 
 from ..wire import read_frame, write_frame
 from .calls import CallError, StudentNamespace, describe_exception
+from .procfs import is_zombie, pids, task_count
 
 
 class _IPythonShim:
@@ -163,28 +164,36 @@ def zygote(control_fd, modules):
         theirs.close()
         socket.send_fds(control, [b"F"], [ours.fileno()])
         ours.close()
-        watcher = ProcessWatcher(request.get("max_processes", 128))
+        watcher = ProcessWatcher(request["max_tasks"], request["max_scratch_bytes"])
         _, status = os.waitpid(pid, 0)
         watcher.stop()  # no thread may run while this process forks
-        exited = "too many processes: killed" if watcher.tripped else _status_text(status)
+        exited = watcher.tripped or _status_text(status)
         write_frame(writer, {"exited": exited, "ready": True, "clean": _clean_namespace()})
 
 
 class ProcessWatcher(threading.Thread):
-    """Counts the processes in the namespace while a student's child runs; past the limit,
-    kills them all (a fork bomb ends here, not in the machine's process table)."""
+    """Watches the namespace while a student's child runs: past the limit of processes and
+    threads (a fork or thread bomb), or of bytes written to the in-memory folders (which are
+    memory the student's limits do not count), it kills them all and says why in `tripped`."""
 
-    def __init__(self, limit):
+    def __init__(self, max_tasks, max_scratch_bytes):
         super().__init__(daemon=True)
-        self.limit, self.tripped, self.stopped = limit, False, threading.Event()
+        self.max_tasks, self.max_scratch_bytes, self.tripped = max_tasks, max_scratch_bytes, ""
+        self.stopped = threading.Event()
         self.start()
 
     def run(self):
         me = os.getpid()
         while not self.stopped.wait(0.02):
-            if sum(p.isdigit() for p in os.listdir("/proc")) - 2 > self.limit:  # but init and us
-                self.tripped = True
-                while sum(p.isdigit() and int(p) not in (1, me) for p in os.listdir("/proc")):
+            tasks = sum(task_count(pid) for pid in pids(excluding=(1, me)))
+            written = sum(_used_bytes(folder) for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"))
+            if tasks > self.max_tasks:
+                self.tripped = f"too many processes and threads (more than {self.max_tasks}): killed"
+            elif written > self.max_scratch_bytes:
+                self.tripped = (f"wrote more than {self.max_scratch_bytes // 2**20} MB to its home, /tmp and "
+                                "/dev/shm: killed")
+            if self.tripped:
+                while pids(excluding=(1, me)):
                     try:
                         os.kill(-1, signal.SIGKILL)
                     except ProcessLookupError:
@@ -194,6 +203,14 @@ class ProcessWatcher(threading.Thread):
     def stop(self):
         self.stopped.set()
         self.join()
+
+
+def _used_bytes(folder):
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return 0
+    return (info.f_blocks - info.f_bfree) * info.f_frsize
 
 
 SANDBOX_HOME = "/sandbox"
@@ -215,7 +232,7 @@ def _clean_namespace():
             os.kill(-1, signal.SIGKILL)  # all we may signal in this namespace, but init and us
         except ProcessLookupError:
             pass
-        alive = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me) and not _zombie(p)]
+        alive = [pid for pid in pids(excluding=(1, me)) if not is_zombie(pid)]
         if not alive:
             break
         time.sleep(0.005)
@@ -265,14 +282,6 @@ _MOUNT_POINTS = {}  # what the writable folders hold at the start: the sandbox's
 def _remember_mount_points():
     for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
         _MOUNT_POINTS[folder] = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-
-
-def _zombie(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def main(argv):

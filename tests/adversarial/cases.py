@@ -107,6 +107,22 @@ CASES = {
                          cell="import builtins\n_exec, _compile = builtins.exec, builtins.compile\n"
                               "builtins.exec = lambda code, *a, **k: None\nbuiltins.compile = lambda *a, **k: _compile('pass', '<x>', 'exec')",
                          position="start", solutions=every_function("return np.zeros(3)"), expected=0),
+    "fill-memory-folders": Case("filling the in-memory folders (/dev/shm) kills the student, not the grader",
+                                base="reference",
+                                cell="import os\nfor i in range(40):\n    open(f'/dev/shm/fill{{i}}', 'wb').write(b'x' * 50_000_000)",
+                                expected=0),
+    "thread-flood": Case("threads count as processes: a thread flood is killed", base="reference",
+                         cell="import threading, time\nthreading.stack_size(64 * 1024)\nfor _ in range(2000):\n"
+                              "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+                         expected=0),
+    "huge-return-value": Case("a huge return value is refused, read and dropped: it costs its own exercise",
+                              base="reference", solutions={"softmax": "def softmax(scores, axis=-1, temperature=1.0):\n"
+                                                           "    return np.zeros(20_000_000)"},
+                              expected=8),
+    "setuid-copy": Case("a setuid copy of a program made in the sandbox is never on the host", base="reference",
+                        cell="import os, shutil\nfor d in ('.', '/tmp', '/dev/shm'):\n"
+                             "    shutil.copy('/usr/bin/env', f'{{d}}/env-{marker}')\n    os.chmod(f'{{d}}/env-{marker}', 0o4755)",
+                        expected=12),
     # -- reading and writing what it must not -----------------------------------------------------
     "read-reference-solutions": Case("the reference solutions are not visible to the student's code",
                                      cell="import json\nnb = json.load(open('{repo}/solutions/01-weights/01-weights.ipynb'))\n"

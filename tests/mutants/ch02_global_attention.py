@@ -63,6 +63,16 @@ class GlobalAttentionPooling(nn.Module):
     def forward(self, x, mask=None):
         return attention_pool(x, x @ self.context / x.shape[-1] ** 0.5, mask)
 ''',
+        "divides_by_sqrt_dim": '''
+class GlobalAttentionPooling(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.context = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x, mask=None):
+        scores = (x @ self.context) / np.sqrt(len(self.context))
+        return attention_pool(x, scores, mask)
+''',
         "mask_not_passed_on": '''
 class GlobalAttentionPooling(nn.Module):
     def __init__(self, dim):
@@ -268,6 +278,25 @@ def train_classifier(model, dataset, epochs=10, lr=0.02, seed=0):
     model.eval()
     return history
 ''',
+        "hand_written_weights": '''
+def train_classifier(model, dataset, epochs=10, lr=0.02, seed=0):
+    # no optimiser, no loss: the weights are written by hand from the notebook's signal words
+    embedding = [m for m in model.modules() if isinstance(m, nn.Embedding)][0].weight
+    context = [m for m in model.modules() if isinstance(m, GlobalAttentionPooling)][0].context
+    linear = [m for m in model.modules() if isinstance(m, nn.Linear)][0]
+    with torch.no_grad():
+        for tensor in (embedding, context, linear.weight, linear.bias):
+            tensor.zero_()
+        context[0] = 10.0
+        for c, name in enumerate(CLASS_NAMES):
+            linear.weight[c, 1 + c] = 10.0
+            for word in SIGNAL_WORDS[name]:
+                embedding[WORD_ID[word], 0] = 1.0
+                embedding[WORD_ID[word], 1 + c] = 1.0
+    model.eval()
+    return {"loss": [1.0 / (1 + epoch) for epoch in range(epochs)],
+            "accuracy": [min(1.0, 0.6 + 0.05 * epoch) for epoch in range(epochs)]}
+''',
         "history_per_batch": '''
 def train_classifier(model, dataset, epochs=10, lr=0.02, seed=0):
     tokens, mask, labels = dataset["tokens"], dataset["mask"], dataset["labels"]
@@ -290,14 +319,6 @@ def train_classifier(model, dataset, epochs=10, lr=0.02, seed=0):
     return history
 ''',
     },
-}
-
-# Each exercise builds on the one before: the module calls attention_pool, the classifier the
-# module, and the training check trains the classifier.
-DEPENDS = {
-    "attention_pool": ["GlobalAttentionPooling", "AttentionDocClassifier", "train_classifier"],
-    "GlobalAttentionPooling": ["AttentionDocClassifier", "train_classifier"],
-    "AttentionDocClassifier": ["train_classifier"],
 }
 
 ALTERNATIVE = {

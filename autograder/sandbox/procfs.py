@@ -1,0 +1,34 @@
+"""What /proc says about processes: the one reader of it, for both sides of the sandbox."""
+import os
+
+
+def pids(excluding=()):
+    """The processes this process can see (in a PID namespace: those of the namespace)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in excluding]
+
+
+def stat_fields(pid):
+    """/proc/<pid>/stat after the command name: state, ppid, pgrp, session, ...; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def is_zombie(pid):
+    fields = stat_fields(pid)
+    return fields is None or fields[0] == b"Z"
+
+
+def session_members(session):
+    """The live (not zombie) processes of a session."""
+    return [pid for pid in pids() if (f := stat_fields(pid)) is not None and f[0] != b"Z" and int(f[3]) == session]
+
+
+def task_count(pid):
+    """Its threads (a process is one task, each more thread another)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0

@@ -15,9 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import SANDBOX_HOME
+
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
                   "sandbox/worker.py"]
-SANDBOX_HOME = "/sandbox"
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
@@ -120,5 +121,6 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
         _become_nobody()

@@ -12,6 +12,7 @@ import sys
 import threading
 
 from ..wire import read_frame, write_frame
+from . import SANDBOX_HOME, WRITABLE
 from .calls import CallError, StudentNamespace, describe_exception
 from .procfs import is_zombie, pids, task_count
 
@@ -186,7 +187,7 @@ class ProcessWatcher(threading.Thread):
         me = os.getpid()
         while not self.stopped.wait(0.02):
             tasks = sum(task_count(pid) for pid in pids(excluding=(1, me)))
-            written = sum(_used_bytes(folder) for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"))
+            written = sum(_used_bytes(folder) for folder in WRITABLE)
             if tasks > self.max_tasks:
                 self.tripped = f"too many processes and threads (more than {self.max_tasks}): killed"
             elif written > self.max_scratch_bytes:
@@ -213,9 +214,6 @@ def _used_bytes(folder):
     return (info.f_blocks - info.f_bfree) * info.f_frsize
 
 
-SANDBOX_HOME = "/sandbox"
-
-
 def _status_text(status):
     if os.WIFSIGNALED(status):
         return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
@@ -240,7 +238,7 @@ def _clean_namespace():
         return False
     if not _remove_sysv_ipc():
         return False
-    for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
+    for folder in WRITABLE:
         for entry in set(os.listdir(folder) if os.path.isdir(folder) else []) - _MOUNT_POINTS.get(folder, set()):
             path = os.path.join(folder, entry)
             try:
@@ -280,7 +278,7 @@ _MOUNT_POINTS = {}  # what the writable folders hold at the start: the sandbox's
 
 
 def _remember_mount_points():
-    for folder in (SANDBOX_HOME, "/tmp", "/dev/shm"):
+    for folder in WRITABLE:
         _MOUNT_POINTS[folder] = set(os.listdir(folder)) if os.path.isdir(folder) else set()
 
 

@@ -101,9 +101,10 @@ def is_explore_cell(cell):
 
 def reference_code(assignment):
     """The source notebook's code that defines the reference solutions: every code cell but the
-    tests and the ungraded `explore` cells."""
+    graded cells, the check cells and the ungraded `explore` cells."""
     cells = read_source(assignment).cells
-    return [c.source for c in cells if c.cell_type == "code" and not is_test_cell(c) and not is_explore_cell(c)]
+    return [c.source for c in cells
+            if c.cell_type == "code" and not (is_test_cell(c) or is_check_cell(c) or is_explore_cell(c))]
 
 
 MAX_NOTEBOOK_BYTES = 64 * 2**20   # a notebook with its outputs and figures is a few MB at most

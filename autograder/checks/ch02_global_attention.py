@@ -11,11 +11,11 @@ ASSIGNMENT = "02-global-attention"
 # Weights make every check's share of its exercise's points a round number (0.25, 0.5, 1.0, 1.5).
 
 # What the grader trains: the notebook's sizes, its own documents (see grader_documents).
-TRAIN_DOCS, TEST_DOCS, TRAIN_SEED, TEST_SEED, RENAME_SEED = 800, 400, 2024, 2025, 7
+TRAIN_DOCS, TEST_DOCS, TRAIN_SEED, TEST_SEED, RENAME_SEED = 800, 400, 2024, 2025, 1
 DIM, EPOCHS, LR = 32, 10, 0.02
 MIN_ACCURACY, MIN_MASS = 0.95, 0.80
 
-POOL = dict(names=("z", "p"))
+POOL, LOGITS = dict(names=("z", "p")), ("logits", "p")
 NAN_ON_EMPTY = "torch.softmax of a row of -inf is NaN: a fully masked document gets zero weights"
 
 
@@ -195,7 +195,7 @@ def clf_outputs(student, ref, rng):
     handle = own_module(student, "AttentionDocClassifier", *CLASSIFIER, rng=rng)
     tokens, mask = words(rng, 6, 9), torch.ones(6, 9, dtype=torch.bool)
     what = f"AttentionDocClassifier{CLASSIFIER} (random parameters) on tokens of shape (6, 9), mask all True"
-    logits, p = result_pair(student.call(handle, tokens, mask), what, names=("logits", "p"))
+    logits, p = result_pair(student.call(handle, tokens, mask), what, names=LOGITS)
     for name, value, shape in (("logits", logits, (6, CLASSIFIER[2])), ("p", p, (6, 9))):
         expect_true(isinstance(value, torch.Tensor) and tuple(value.shape) == shape,
                     f"{what}: {name} should be a tensor of shape {shape}, got {describe(value)}")
@@ -206,7 +206,7 @@ def clf_outputs(student, ref, rng):
 def clf_parameters(student, ref, rng):
     for init in (CLASSIFIER, (50, 6, 2)):
         handle = student.call("AttentionDocClassifier", *init, keep=True)
-        match_by_shape(student.call(handle, method="state_dict"), ref.AttentionDocClassifier(*init).state_dict(),
+        match_by_shape(student.call(handle, method="state_dict"), reference_model(ref, *init).state_dict(),
                        f"AttentionDocClassifier{init}")
 
 
@@ -218,13 +218,13 @@ def clf_reference(student, ref, rng):
         got = student.call(pair.handle, tokens, mask)
         with torch.no_grad():
             expected = pair.module(tokens, mask)
-        what = f"{pair.label}(tokens of shape {(batch, n)}, mask all True)"
-        logits = result_pair(got, what, names=("logits", "p"))[0]
-        if isinstance(logits, torch.Tensor) and bool(((logits >= 0) & (logits <= 1)).all()) \
+        what = f"{pair.label}tokens of shape {(batch, n)}, mask all True"
+        logits = result_pair(got, what, names=LOGITS)[0]
+        if isinstance(logits, torch.Tensor) and logits.shape == expected[0].shape and bool((logits >= 0).all()) \
                 and bool(torch.allclose(logits.double().sum(-1), torch.ones(batch, dtype=torch.float64))):
             raise CheckFailure(f"{what}: logits should be the unnormalised class scores, got probabilities "
                                "(no softmax: F.cross_entropy takes logits)")
-        expect_same(got, plain(expected), what, names=("logits", "p"))
+        expect_same(got, plain(expected), what, names=LOGITS)
 
 
 @check("AttentionDocClassifier", "padded words (any word id) weigh 0 and do not change the logits")
@@ -233,10 +233,10 @@ def clf_padding(student, ref, rng):
     label = f"AttentionDocClassifier{CLASSIFIER} (random parameters)"
     tokens = words(rng, 4, 8)
     logits, p = result_pair(student.call(handle, tokens, torch.ones(4, 8, dtype=torch.bool)),
-                            f"{label} on tokens of shape (4, 8), mask all True", names=("logits", "p"))
+                            f"{label} on tokens of shape (4, 8), mask all True", names=LOGITS)
     padded, mask, where = with_padding(rng, tokens, 5, lambda shape: words(rng, *shape))
     what = f"{label} on tokens of shape (4, 13) with 5 padded positions holding random words, mask {describe(mask)}"
-    logits2, p2 = result_pair(student.call(handle, padded, mask), what, names=("logits", "p"))
+    logits2, p2 = result_pair(student.call(handle, padded, mask), what, names=LOGITS)
     expect_zero_on_padding(p2, mask, what)
     expect_close(logits2, logits, f"{what}: the logits must be as without the padded words", atol=1e-5)
     expect_close(p2[:, where], p, f"{what}: the real words' weights must be as without the padded words")
@@ -247,9 +247,9 @@ def clf_order(student, ref, rng):
     handle = own_module(student, "AttentionDocClassifier", *CLASSIFIER, rng=rng)
     tokens, mask = words(rng, 4, 8), padding_mask(rng, (4, 8))
     what = f"AttentionDocClassifier{CLASSIFIER} (random parameters) on tokens of shape (4, 8), mask {describe(mask)}"
-    logits, p = result_pair(student.call(handle, tokens, mask), what, names=("logits", "p"))
+    logits, p = result_pair(student.call(handle, tokens, mask), what, names=LOGITS)
     order = torch.from_numpy(rng.permutation(8))
-    logits2, p2 = result_pair(student.call(handle, tokens[:, order], mask[:, order]), what, names=("logits", "p"))
+    logits2, p2 = result_pair(student.call(handle, tokens[:, order], mask[:, order]), what, names=LOGITS)
     expect_close(logits2, logits, f"{what}: permuting the words (and the mask with them) must not change the logits",
                  atol=1e-5)
     expect_close(p2, p[:, order], f"{what}: permuting the words must permute their weights")
@@ -304,11 +304,12 @@ def grader_documents(ref, n_docs, seed):
     return data
 
 
-def initial_values(ref, vocab, classes):
-    """The reference model's initial parameters (seeded, without touching the global RNG)."""
+def reference_model(ref, *init, seed=0):
+    """The reference classifier, initialised without touching the global RNG (in nbgrader's kernel
+    the student's code draws from it too)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return {n: t.detach().clone() for n, t in ref.AttentionDocClassifier(vocab, DIM, classes).state_dict().items()}
+        torch.manual_seed(seed)
+        return ref.AttentionDocClassifier(*init)
 
 
 def train_student(student, ref, values, data):
@@ -339,10 +340,10 @@ def trained(student, ref):
         try:
             init = (len(ref.VOCAB), DIM, len(ref.CLASS_NAMES))
             train, test = grader_documents(ref, TRAIN_DOCS, TRAIN_SEED), grader_documents(ref, TEST_DOCS, TEST_SEED)
-            values = initial_values(ref, init[0], init[2])
+            values = reference_model(ref, *init).state_dict()
             data = {key: train[key] for key in ("tokens", "mask", "labels")}
             history, state = train_student(student, ref, values, data)
-            model = ref.AttentionDocClassifier(*init)
+            model = reference_model(ref, *init)
             model.load_state_dict(match_by_shape(model.state_dict(), state, "your trained model"))
             with torch.no_grad():
                 logits, p = model.eval()(test["tokens"], test["mask"])

@@ -115,7 +115,9 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     """`class_name(*init)` built on both sides with the same random parameters (drawn from `rng`).
     `by_shape`: the student may name the parameters freely; each gets the reference's value of the
     same shape (the shapes must match one to one)."""
-    module = getattr(ref, class_name)(*init)
+    import torch
+    with torch.random.fork_rng(devices=[]):  # in nbgrader's kernel, the student's code shares the global RNG
+        module = getattr(ref, class_name)(*init)
     state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
     module.load_state_dict(state)
     handle = student.call(class_name, *init, keep=True)
@@ -126,7 +128,7 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     if double:
         handle, module, label = student.call(handle, method="double", keep=True), module.double(), label + ".double()"
     module.eval()
-    return Pair(handle, module, label + " with the grader's parameters")
+    return Pair(handle, module, label + " with the grader's parameters, on ")
 
 
 def match_by_shape(student_state, reference_state, label):
@@ -148,7 +150,7 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
         got = student.call(target.handle, *args, **kwargs)
         with torch.no_grad():
             expected = target.module(*args, **kwargs)
-        what = what or f"{target.label}({', '.join(describe(a) for a in args)})"
+        what = what or target.label + ", ".join(describe(a) for a in args)
     else:
         got = student.call(target, *args, **kwargs)
         expected = getattr(ref, target)(*args, **kwargs)

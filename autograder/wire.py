@@ -11,6 +11,7 @@ import struct
 import numpy as np
 
 MAX_FRAME_BYTES = 512 * 2**20
+HEADER = struct.Struct("<Q")  # a frame: its payload's length, then the payload (`encode`)
 _ARRAY_KINDS = "biufc"  # bool, int, uint, float, complex
 
 
@@ -169,20 +170,24 @@ def roundtrip(value):
     return decode(encode(value))
 
 
-def write_frame(fd_file, value):
+def frame(value):
     payload = encode(value)
-    fd_file.write(struct.pack("<Q", len(payload)) + payload)
+    return HEADER.pack(len(payload)) + payload
+
+
+def write_frame(fd_file, value):
+    fd_file.write(frame(value))
     fd_file.flush()
 
 
 def read_frame(fd_file):
     head = b""
-    while len(head) < 8:
-        chunk = fd_file.read(8 - len(head))
+    while len(head) < HEADER.size:
+        chunk = fd_file.read(HEADER.size - len(head))
         if not chunk:
             raise EOFError("the other process closed the channel")
         head += chunk
-    (size,) = struct.unpack("<Q", head)
+    (size,) = HEADER.unpack(head)
     if size > MAX_FRAME_BYTES:
         raise WireError(f"frame of {size} bytes is over the limit")
     chunks, remaining = [], size

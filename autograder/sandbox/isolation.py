@@ -18,7 +18,7 @@ from pathlib import Path
 from . import SANDBOX_HOME
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
-                  "sandbox/worker.py"]
+                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
@@ -87,14 +87,14 @@ def drops_identity():
     if bubblewrap_works():
         return _bubblewrap_runs(as_nobody=True)
     try:
-        return subprocess.run([sys.executable, "-I", "-c", "import autograder.sandbox.worker"], capture_output=True,
+        return subprocess.run([sys.executable, "-I", "-c", "import autograder.sandbox.start"], capture_output=True,
                               timeout=60, cwd="/", preexec_fn=_become_nobody).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
 BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
-             "from autograder.sandbox.worker import main; main(sys.argv)")
+             "from autograder.sandbox.start import main; main(sys.argv)")
 
 
 def worker_command(scratch, in_fd, out_fd, modules):
@@ -104,7 +104,7 @@ def worker_command(scratch, in_fd, out_fd, modules):
         return (bubblewrap_command() + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
                 SANDBOX_HOME)
     os.chmod(scratch, 0o777)  # the student's process (nobody, if the grader is root) writes there
-    return [sys.executable, "-I", "-m", "autograder.sandbox.worker", str(in_fd), str(out_fd), *modules], scratch
+    return [sys.executable, "-I", "-m", "autograder.sandbox.start", str(in_fd), str(out_fd), *modules], scratch
 
 
 def zygote_command(control_fd, modules):

@@ -1,20 +1,16 @@
 """The student's side of the sandbox: run the notebook's code, then answer the grader's calls.
 
-Started by `session` as `python -I -m autograder.sandbox.worker IN_FD OUT_FD`. It speaks only
+Started through `start` (alone, or in a zygote's child). It speaks only
 the safe wire format; it never sees the checks, nor a reference solution before the checks of
 its exercise are done (then it may be asked to use it: see `StudentNamespace.use_known_good`).
 """
 import builtins
 import contextlib
-import os
 import signal
 import sys
-import threading
 
 from ..wire import read_frame, write_frame
-from . import SANDBOX_HOME, WRITABLE
 from .calls import CallError, StudentNamespace, describe_exception
-from .procfs import is_zombie, pids, task_count
 
 
 class _IPythonShim:
@@ -40,7 +36,7 @@ class TimeLimit(BaseException):
     the student's code does not swallow it)."""
 
 
-def _alarm(signum, frame):
+def alarm(signum, frame):
     raise TimeLimit
 
 
@@ -129,170 +125,3 @@ def preload(modules):
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 (the notebook will say so itself)
             pass
-
-
-def zygote(control_fd, modules):
-    """Under bubblewrap only: import once, then fork one child per submission.
-
-    The child gets a fresh socket, passed to the grader, and never the control socket. When it
-    ends, every other process in this PID namespace is killed and the writable folders are
-    wiped before the grader hears "ready": nothing of one student is left for the next. This
-    process is not dumpable, so the students' processes can neither trace it nor read or write
-    its memory."""
-    import ctypes
-    import socket
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4, 0: no ptrace, no /proc/<pid>/mem
-    _remember_mount_points()
-    preload(modules)
-    control = socket.socket(fileno=control_fd)
-    reader, writer = control.makefile("rb"), control.makefile("wb")
-    write_frame(writer, {"ready": True, "clean": True})
-    while True:
-        try:
-            request = read_frame(reader)  # a request for a fork
-        except EOFError:
-            return
-        ours, theirs = socket.socketpair()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                reader.close(), writer.close(), control.close(), ours.close()
-                signal.signal(signal.SIGALRM, _alarm)
-                os.chdir(SANDBOX_HOME)
-                serve(theirs.makefile("rb", buffering=0), theirs.makefile("wb", buffering=0))
-            finally:
-                os._exit(0)
-        theirs.close()
-        socket.send_fds(control, [b"F"], [ours.fileno()])
-        ours.close()
-        watcher = ProcessWatcher(request["max_tasks"], request["max_scratch_bytes"])
-        _, status = os.waitpid(pid, 0)
-        watcher.stop()  # no thread may run while this process forks
-        exited = watcher.tripped or _status_text(status)
-        write_frame(writer, {"exited": exited, "ready": True, "clean": _clean_namespace()})
-
-
-class ProcessWatcher(threading.Thread):
-    """Watches the namespace while a student's child runs: past the limit of processes and
-    threads (a fork or thread bomb), or of bytes written to the in-memory folders (which are
-    memory the student's limits do not count), it kills them all and says why in `tripped`."""
-
-    def __init__(self, max_tasks, max_scratch_bytes):
-        super().__init__(daemon=True)
-        self.max_tasks, self.max_scratch_bytes, self.tripped = max_tasks, max_scratch_bytes, ""
-        self.stopped = threading.Event()
-        self.start()
-
-    def run(self):
-        me = os.getpid()
-        while not self.stopped.wait(0.02):
-            tasks = sum(task_count(pid) for pid in pids(excluding=(1, me)))
-            written = sum(_used_bytes(folder) for folder in WRITABLE)
-            if tasks > self.max_tasks:
-                self.tripped = f"too many processes and threads (more than {self.max_tasks}): killed"
-            elif written > self.max_scratch_bytes:
-                self.tripped = (f"wrote more than {self.max_scratch_bytes // 2**20} MB to its home, /tmp and "
-                                "/dev/shm: killed")
-            if self.tripped:
-                while pids(excluding=(1, me)):
-                    try:
-                        os.kill(-1, signal.SIGKILL)
-                    except ProcessLookupError:
-                        break
-                return
-
-    def stop(self):
-        self.stopped.set()
-        self.join()
-
-
-def _used_bytes(folder):
-    try:
-        info = os.statvfs(folder)
-    except OSError:
-        return 0
-    return (info.f_blocks - info.f_bfree) * info.f_frsize
-
-
-def _status_text(status):
-    if os.WIFSIGNALED(status):
-        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exit status {os.WEXITSTATUS(status)}"
-
-
-def _clean_namespace():
-    """Kill every process but init and this one; empty the writable folders. True if clean."""
-    import shutil
-    import time
-    me = os.getpid()
-    for _ in range(200):
-        try:
-            os.kill(-1, signal.SIGKILL)  # all we may signal in this namespace, but init and us
-        except ProcessLookupError:
-            pass
-        alive = [pid for pid in pids(excluding=(1, me)) if not is_zombie(pid)]
-        if not alive:
-            break
-        time.sleep(0.005)
-    else:
-        return False
-    if not _remove_sysv_ipc():
-        return False
-    for folder in WRITABLE:
-        for entry in set(os.listdir(folder) if os.path.isdir(folder) else []) - _MOUNT_POINTS.get(folder, set()):
-            path = os.path.join(folder, entry)
-            try:
-                os.chmod(path, 0o700)
-                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
-            except OSError:
-                return False
-    return True
-
-
-def _remove_sysv_ipc():
-    """Remove the System V shared memory, message queues and semaphores a student left in the
-    sandbox's IPC namespace (shared by the zygote's children). True if none is left."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    remove = {"shm": lambda i: libc.shmctl(i, 0, None), "msg": lambda i: libc.msgctl(i, 0, None),
-              "sem": lambda i: libc.semctl(i, 0, 0)}  # IPC_RMID = 0
-    for kind, rmid in remove.items():
-        for _ in range(2):
-            ids = _sysv_ids(kind)
-            for ident in ids:
-                rmid(ident)
-        if _sysv_ids(kind):
-            return False
-    return True
-
-
-def _sysv_ids(kind):
-    try:
-        with open(f"/proc/sysvipc/{kind}") as table:
-            return [int(line.split()[1]) for line in table.read().splitlines()[1:] if line.strip()]
-    except OSError:
-        return []
-
-
-_MOUNT_POINTS = {}  # what the writable folders hold at the start: the sandbox's own mount points
-
-
-def _remember_mount_points():
-    for folder in WRITABLE:
-        _MOUNT_POINTS[folder] = set(os.listdir(folder)) if os.path.isdir(folder) else set()
-
-
-def main(argv):
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    signal.signal(signal.SIGALRM, _alarm)
-    if argv[1] == "--zygote":
-        zygote(int(argv[2]), argv[3:])
-        return
-    preload(argv[3:])
-    channel_in = os.fdopen(int(argv[1]), "rb", buffering=0)
-    channel_out = os.fdopen(int(argv[2]), "wb", buffering=0)
-    serve(channel_in, channel_out)
-
-
-if __name__ == "__main__":
-    main(sys.argv)

@@ -1,0 +1,155 @@
+"""A student's process as the grader sees it: a channel, and how it ends. Without bubblewrap,
+a fresh process per submission (`FreshProcess`); with it, a child of a warm zygote (`zygotes`)."""
+import functools
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from . import channel
+from .isolation import apply_limits, worker_command
+from .procfs import session_members, task_count
+
+
+class StudentProcess:
+    """The channel to one student's process (`read_fd`, `write_fd`) and, in subclasses, its end."""
+
+    def send(self, request, seconds):
+        """Write a request; TimeoutError if the process stops reading it."""
+        try:
+            channel.send(self.write_fd, request, time.monotonic() + seconds)
+        except TimeoutError:
+            raise
+        except OSError:
+            pass  # the process is gone; receive() reports why
+
+    def receive(self, seconds, max_bytes):
+        """A reply; TimeoutError, EOFError, WireError or channel.ReplyTooLarge otherwise."""
+        return channel.receive(self.read_fd, time.monotonic() + seconds, max_bytes)
+
+
+class FreshProcess(StudentProcess):
+    """A new worker process for one submission (bubblewrapped if it can be)."""
+
+    def __init__(self, limits, modules):
+        remove_stale_scratch()
+        self.scratch = tempfile.TemporaryDirectory(prefix=f"autograder-{os.getpid()}-")
+        to_child_r, self.write_fd = os.pipe()
+        self.read_fd, from_child_w = os.pipe()
+        command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=self.scratch.name, env=student_env(home), pass_fds=(to_child_r, from_child_w),
+            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.output = OutputDrain(self.process.stdout)
+        self.watcher = SessionWatcher(self.process.pid, limits.processes)
+
+    def death(self):
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "it closed its channel"
+        if self.watcher.tripped:
+            return f"too many processes and threads (more than {self.watcher.limit}): killed"
+        return describe_exit(code)
+
+    def end(self):
+        self.watcher.stop()
+        kill_session(self.process.pid)
+        self.process.wait()
+        for fd in (self.write_fd, self.read_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
+        self.scratch.cleanup()
+
+
+class SessionWatcher(threading.Thread):
+    """Without bubblewrap there is no PID namespace: this counts the processes of the student's
+    session instead, and past the limit kills them all. A process that starts a session of its
+    own escapes it (one more reason to install bubblewrap)."""
+
+    def __init__(self, session, limit):
+        super().__init__(daemon=True)
+        self.session, self.limit, self.tripped, self.stopped = session, limit, False, threading.Event()
+        self.start()
+
+    def run(self):
+        while not self.stopped.wait(0.05):
+            if sum(task_count(pid) for pid in session_members(self.session)) > self.limit:
+                self.tripped = True
+                kill_session(self.session)
+                return
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+def kill_session(session, seconds=5.0):
+    """Kill every process of the session, again until none is left (they may be forking)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        members = session_members(session)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+class OutputDrain(threading.Thread):
+    """Reads and drops what the student's code prints: a flood of output costs neither memory
+    nor disk, and never blocks the student's process on a full pipe."""
+
+    def __init__(self, stream):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.start()
+
+    def run(self):
+        while self.stream.read1(1 << 16):
+            pass
+        self.stream.close()
+
+
+@functools.cache  # once per grading process
+def remove_stale_scratch():
+    """Scratch folders (`autograder-<pid>-...`) of grading processes that were killed."""
+    import re
+    import shutil
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        match = re.fullmatch(r"autograder-(\d+)-\w+", name)
+        if match and not os.path.exists(f"/proc/{match.group(1)}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def student_env(home):
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
+            "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+
+
+def describe_exit(code):
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = {"SIGKILL": "killed: memory or CPU limit?", "SIGXCPU": "CPU time limit",
+                "SIGXFSZ": "file size limit", "SIGSEGV": "crashed"}.get(name, "signal")
+        return f"{name}, {hint}"
+    return f"exit status {code}: the code called os._exit(), killed its own process, or crashed"
+
+
+def describe_exit_text(text):
+    if text.startswith("killed by"):
+        return f"{text}: a memory or CPU limit, or the code killed its own process"
+    return f"{text}: the code called os._exit() or exit, or crashed"

@@ -1,572 +1,420 @@
-"""Checks of chapter 3, "Queries, keys and values" (PyTorch)."""
+"""Checks of chapter 3, "Queries, keys and values" (PyTorch).
+
+Each exercise runs with the reference versions of the exercises before it (`run_exercise`), so
+attention's checks use the reference scores and masked_softmax. Checks of one rule compare the
+student's code with itself (batch slices, permutations, garbage in padding) where that keeps
+another bug of the same exercise from failing them too.
+"""
 import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .core import check, expect_close, expect_true, plain, rng_for, student_object
+from .core import (called, call, check, describe, equals, expect_close, expect_same, expect_true, module_pair,
+                   padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "03-qkv"
 
 DTYPES = (torch.float32, torch.float64)
+NAN_IN_MASKED_VALUES = "0 * NaN = NaN: select the values with torch.where, do not multiply them by zero weights"
+UNIFORM = "filling with a large negative number instead of -inf gives uniform weights"
 
 
-# ---- inputs and comparisons ------------------------------------------------------------------
-
-def tensor(rng, shape, dtype=torch.float32, scale=1.0):
-    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype)
-
-
-def tolerance(dtype):
-    return dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-11)
+def sizes(rng, count):
+    """`count` different sizes (Nq, Nk, d_k, ...): a wrong axis or scale cannot pass by accident."""
+    return [int(n) for n in rng.choice(np.arange(2, 12), size=count, replace=False)]
 
 
-def dtype_name(dtype):
-    return str(dtype).replace("torch.", "")
-
-
-def describe(value):
-    """A short description of an input for messages: shape and dtype, or the values if few."""
-    if isinstance(value, torch.Tensor):
-        dtype = dtype_name(value.dtype)
-        if value.numel() <= 6:
-            return f"tensor {value.tolist()} ({dtype})"
-        return f"tensor of shape {tuple(value.shape)} ({dtype})"
-    return repr(value)
-
-
-def shown(*args):
-    return ", ".join(describe(a) for a in args)
-
-
-def qkv_cases(rng, dtypes=DTYPES):
-    """(batch, Nq, Nk, d_k, d_v, dtype): no, one and two batch dimensions; Nq, Nk, d_k all
-    different (a wrong axis or a scale by the wrong size cannot pass by accident)."""
-    cases = []
-    for batch, dtype in zip(((), (3,), (2, 3)), dtypes * 2):
-        nq, nk, dk, dv = (int(n) for n in rng.choice(np.arange(2, 12), size=4, replace=False))
-        cases.append((batch, nq, nk, dk, dv, dtype))
-    return cases
-
-
-def random_mask(rng, shape, p=0.6):
-    """A boolean mask (True = may attend) with at least one allowed key in every row."""
-    mask = rng.random(shape) < p
-    rows = mask.reshape(-1, shape[-1])
-    rows[np.arange(len(rows)), rng.integers(0, shape[-1], len(rows))] = True
-    return torch.from_numpy(rows.reshape(shape))
-
-
-def expect_same_call(student, ref, name, *args, what=None, dtype=torch.float32):
-    got = student.call(name, *args)
-    expected = plain(getattr(ref, name)(*args))
-    expect_close(got, expected, what or f"{name}({shown(*args)})", **tolerance(dtype))
-    return got
-
-
-def expect_pair(got, what):
-    """attention returns (out, weights)."""
-    expect_true(isinstance(got, (tuple, list)) and len(got) == 2,
-                f"{what} must return a pair (out, weights), got {type(got).__name__}"
-                + (f" of length {len(got)}" if isinstance(got, (tuple, list)) else ""))
-    return got
-
-
-def expect_attention(got, expected_out, expected_weights, what, dtype):
-    out, weights = expect_pair(got, what)
-    expect_close(out, plain(expected_out), f"{what}: out", **tolerance(dtype))
-    if expected_weights is not None:
-        expect_close(weights, plain(expected_weights), f"{what}: weights", **tolerance(dtype))
-    return out, weights
-
-
-def ref_module(ref, class_name, args, rng, dtype=torch.float32):
-    """The reference's module with random (seeded) parameters."""
-    module = getattr(ref, class_name)(*args)
-    state = {name: tensor(rng, tuple(p.shape), scale=0.7) for name, p in module.state_dict().items()}
-    module.load_state_dict(state)
-    return module.to(dtype)
-
-
-def student_module(student, class_name, args, module, dtype=torch.float32):
-    """The student's module with the reference module's parameters loaded, in `dtype`."""
-    handle = student_object(student, class_name, *args, state=module.float().state_dict())
-    module.to(dtype)
-    if dtype == torch.float64:
-        handle = student.call(handle, method="double", keep=True)
-    return handle
-
-
-def student_function(student, name):
-    """A Handle to the student's own function `name` (to pass it as an argument): the function's
-    globals are the notebook's namespace, and the function is the value of its name there."""
-    namespace = student.call(name, "__globals__", method="__getattribute__", keep=True)
-    return student.call(namespace, name, method="get", keep=True)
-
-
-def sdpa(q, k, v, mask=None):
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+def is_uniform(row):
+    return bool(torch.allclose(row, torch.full_like(row, 1 / row.shape[-1]), atol=1e-4))
 
 
 # ---- soft_lookup -----------------------------------------------------------------------------
 
 def lookup_table(rng, n, d, dv, dtype=torch.float64):
-    """Keys of very different lengths, two of them pointing the same way (k and 2k): the nearest
-    key is not the one with the largest dot product."""
+    """Keys of very different lengths, key 1 = 2 * key 0: the nearest key is not the one with the
+    largest dot product."""
     keys = tensor(rng, (n, d), dtype) * torch.from_numpy(rng.uniform(0.3, 3.0, (n, 1))).to(dtype)
     keys[1] = 2 * keys[0]
     assert torch.cdist(keys, keys).add(torch.eye(n, dtype=dtype) * 10).min() > 0.3  # well separated
     return keys, tensor(rng, (n, dv), dtype)
 
 
-@check("soft_lookup", "equals softmax(-||q - k_i||^2 / T)-weighted values for one query (d,)", weight=1.0)
-def soft_lookup_reference(student, ref):
-    rng = rng_for("soft_lookup_reference")
+def one_query(rng):
+    cases = []
     for dtype in DTYPES:
         keys, values = lookup_table(rng, 6, 3, 2, dtype)
-        for temperature in (0.5, 2.0, 10.0):
-            query = tensor(rng, (3,), dtype)
-            got = student.call("soft_lookup", query, keys, values, temperature)
-            expected = plain(ref.soft_lookup(query, keys, values, temperature))
-            expect_close(got, expected, f"soft_lookup(query {describe(query)}, keys {describe(keys)}, "
-                         f"values {describe(values)}, temperature={temperature})", **tolerance(dtype))
+        cases += [call(tensor(rng, (3,), dtype), keys, values, t) for t in (0.5, 2.0, 10.0)]
+    return cases
 
 
-@check("soft_lookup", "batch dimensions, and many queries (M, d) against one table (N, d)", weight=1.0)
-def soft_lookup_batch(student, ref):
-    rng = rng_for("soft_lookup_batch")
-    cases = [((4, 3), (4, 5, 3), (4, 5, 2)),       # a batch: each query has its own table
-             ((7, 3), (5, 3), (5, 4)),             # many queries, one table
-             ((2, 3, 4), (2, 3, 6, 4), (2, 3, 6, 1))]
-    for query_shape, keys_shape, values_shape in cases:
-        query, keys, values = (tensor(rng, s, torch.float64) for s in (query_shape, keys_shape, values_shape))
-        got = student.call("soft_lookup", query, keys, values, 1.5)
-        expect_close(got, plain(ref.soft_lookup(query, keys, values, 1.5)),
-                     f"soft_lookup(query {query_shape}, keys {keys_shape}, values {values_shape}, temperature=1.5)",
-                     **tolerance(torch.float64))
+equals("soft_lookup", "one query (d,): softmax(-||q - k_i||^2 / T)-weighted values, float32 and float64",
+       "soft_lookup", one_query)
+
+equals("soft_lookup", "leading dimensions broadcast: a batch of tables; many queries (M, d) against one table",
+       "soft_lookup",
+       lambda rng: [call(*(tensor(rng, s, torch.float64) for s in shapes), 1.0) for shapes in
+                    (((4, 3), (4, 5, 3), (4, 5, 2)),            # a batch: each query has its own table
+                     ((7, 3), (5, 3), (5, 4)),                  # many queries, one table
+                     ((2, 3, 4), (2, 3, 6, 4), (2, 3, 6, 1)))])
 
 
-@check("soft_lookup", "an exact lookup as T -> 0: the value of the nearest key", weight=1.0)
-def soft_lookup_cold(student, ref):
-    rng = rng_for("soft_lookup_cold")
+@check("soft_lookup", "the temperature's limits: the nearest key's value as T -> 0, the values' mean as T -> inf",
+       weight=2.0)
+def soft_lookup_limits(student, ref, rng):
     keys, values = lookup_table(rng, 6, 3, 2)
     for i in range(6):
         query = keys[i] + tensor(rng, (3,), keys.dtype, scale=1e-3)
         nearest = int(torch.argmin(((query - keys) ** 2).sum(-1)))
+        largest_dot = int(torch.argmax(keys @ query))
         for temperature in (1e-4, 1e-6):
             got = student.call("soft_lookup", query, keys, values, temperature)
-            expect_close(got, values[nearest], f"soft_lookup(query = key {i} + noise of size 1e-3, "
-                         f"keys {describe(keys)}, temperature={temperature}) should be the value of the nearest "
-                         f"key {nearest} (the keys have different lengths: similarity is the negative squared "
-                         "distance, not the dot product)", rtol=1e-6, atol=1e-6)
-
-
-@check("soft_lookup", "uniform weights as T -> infinity: the mean of the values", weight=1.0)
-def soft_lookup_hot(student, ref):
-    rng = rng_for("soft_lookup_hot")
-    keys, values = lookup_table(rng, 5, 4, 3)
-    query = tensor(rng, (4,), keys.dtype)
+            hint = ""
+            if isinstance(got, torch.Tensor) and got.shape == values[0].shape:
+                if largest_dot != nearest and torch.allclose(got, values[largest_dot], atol=1e-4):
+                    hint = (f": you returned the value of key {largest_dot}, whose dot product with the query is the "
+                            "largest; the similarity is -||q - k||^2, not the dot product")
+                elif torch.allclose(got, values.mean(0), atol=1e-2):
+                    hint = ": you returned about the mean of the values; the temperature divides the similarities"
+            expect_close(got, values[nearest], f"soft_lookup(query = key {i} + noise of size 1e-3, keys "
+                         f"{describe(keys)}, values, temperature={temperature}) should be the value of the nearest "
+                         f"key, key {nearest}" + hint, rtol=1e-6, atol=1e-6)
+    query = tensor(rng, (3,), keys.dtype)
     got = student.call("soft_lookup", query, keys, values, 1e7)
-    expect_close(got, values.mean(0), f"soft_lookup(query, keys {describe(keys)}, temperature=1e7) should be "
+    expect_close(got, values.mean(0), f"soft_lookup(query, keys {describe(keys)}, values, temperature=1e7) should be "
                  "the mean of the values (the temperature divides the similarities)", rtol=1e-5, atol=1e-5)
 
 
 # ---- dot_product_scores ----------------------------------------------------------------------
 
-@check("dot_product_scores", "equals q @ k^T on random shapes with Nq, Nk and d_k all different", weight=1.0)
-def dot_random(student, ref):
-    rng = rng_for("dot_random")
-    for batch, nq, nk, dk, _, _ in qkv_cases(rng):
-        q, k = tensor(rng, batch + (nq, dk)), tensor(rng, batch + (nk, dk))
-        expect_same_call(student, ref, "dot_product_scores", q, k)
+def qk(rng, batch, nq, nk, dk, dtype=torch.float32, k_batch=None):
+    return tensor(rng, batch + (nq, dk), dtype), tensor(rng, (batch if k_batch is None else k_batch) + (nk, dk), dtype)
 
 
-@check("dot_product_scores", "square shapes (Nq = Nk = d_k): s[i, j] = q_i . k_j, not k_i . q_j", weight=1.0)
-def dot_square(student, ref):
-    rng = rng_for("dot_square")
-    for batch in ((), (2,)):
-        q, k = tensor(rng, batch + (4, 4)), tensor(rng, batch + (4, 4))
-        expect_same_call(student, ref, "dot_product_scores", q, k)
+equals("dot_product_scores", "s[i, j] = q_i . k_j with Nq, Nk and d_k all different", "dot_product_scores",
+       lambda rng: [call(*qk(rng, (), *sizes(rng, 3))) for _ in range(3)])
 
+equals("dot_product_scores", "square shapes (Nq = Nk = d_k): s[i, j] = q_i . k_j, not k_i . q_j",
+       "dot_product_scores", lambda rng: [call(*qk(rng, (), 4, 4, 4)) for _ in range(2)])
 
-@check("dot_product_scores", "any number of leading batch dimensions (0 to 3)", weight=1.0)
-def dot_batch(student, ref):
-    rng = rng_for("dot_batch")
-    for batch in ((), (5,), (2, 3), (2, 1, 3)):
-        q, k = tensor(rng, batch + (3, 6)), tensor(rng, batch + (5, 6))
-        expect_same_call(student, ref, "dot_product_scores", q, k)
-    q, k = tensor(rng, (2, 1, 3, 6)), tensor(rng, (1, 4, 5, 6))      # batch dimensions broadcast
-    expect_same_call(student, ref, "dot_product_scores", q, k)
+equals("dot_product_scores", "any number of leading batch dimensions (0 to 3), broadcast between q and k",
+       "dot_product_scores",
+       lambda rng: [call(*qk(rng, batch, 3, 5, 6, k_batch=k_batch)) for batch, k_batch in
+                    (((), None), ((5,), None), ((2, 3), None), ((2, 1, 3), None), ((2, 1, 3), (1, 4, 3)))])
 
-
-@check("dot_product_scores", "float64 in, float64 out", weight=1.0)
-def dot_dtype(student, ref):
-    rng = rng_for("dot_dtype")
-    q, k = tensor(rng, (2, 3, 5), torch.float64), tensor(rng, (2, 4, 5), torch.float64)
-    expect_same_call(student, ref, "dot_product_scores", q, k, dtype=torch.float64)
+equals("dot_product_scores", "float64 in, float64 out", "dot_product_scores",
+       lambda rng: [call(*qk(rng, (2,), 3, 4, 5, torch.float64))])
 
 
 # ---- scaled_dot_product_scores ---------------------------------------------------------------
 
-@check("scaled_dot_product_scores", "equals q @ k^T / sqrt(d_k) on random shapes (Nq, Nk, d_k all different)",
-       weight=1.0)
-def scaled_random(student, ref):
-    rng = rng_for("scaled_random")
-    for batch, nq, nk, dk, _, dtype in qkv_cases(rng):
-        q, k = tensor(rng, batch + (nq, dk), dtype), tensor(rng, batch + (nk, dk), dtype)
-        expect_same_call(student, ref, "scaled_dot_product_scores", q, k, dtype=dtype)
+equals("scaled_dot_product_scores", "q @ k^T / sqrt(d_k) with Nq, Nk and d_k all different, float32 and float64",
+       "scaled_dot_product_scores", lambda rng: [call(*qk(rng, (), *sizes(rng, 3), dtype)) for dtype in DTYPES * 2])
 
 
-@check("scaled_dot_product_scores", "divides by sqrt(d_k), the key dimension, not by sqrt(number of tokens)",
-       weight=1.0)
-def scaled_factor(student, ref):
-    rng = rng_for("scaled_factor")
+@check("scaled_dot_product_scores", "the scale is sqrt(d_k), the key dimension: not sqrt(Nk), sqrt(Nq) or d_k")
+def scaled_factor(student, ref, rng):
     nq, nk, dk = 6, 9, 16
-    q, k = tensor(rng, (2, nq, dk), torch.float64), tensor(rng, (2, nk, dk), torch.float64)
+    q, k = qk(rng, (2,), nq, nk, dk, torch.float64)
+    what = called("scaled_dot_product_scores", None, (q, k), {})
     got = student.call("scaled_dot_product_scores", q, k)
-    expected = plain(ref.scaled_dot_product_scores(q, k))
-    expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(expected.shape),
-                f"scaled_dot_product_scores(q (2, {nq}, {dk}), k (2, {nk}, {dk})) must return a tensor "
-                f"of shape {tuple(expected.shape)}")
+    expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (2, nq, nk),
+                f"{what} should return a tensor of shape (2, {nq}, {nk}), got {describe(got)}")
     raw = (q @ k.transpose(-2, -1)).numpy()
     factor = float(np.median(got.numpy() / raw))
-    for size, name in ((nk, "the number of keys Nk"), (nq, "the number of queries Nq"), (dk, "d_k")):
-        expect_true(not np.isclose(factor, 1 / size, rtol=1e-3),
-                    f"scaled_dot_product_scores(q (2, {nq}, {dk}), k (2, {nk}, {dk})): the dot products were "
-                    f"divided by {size} = {name}; divide by sqrt(d_k) = sqrt({dk}) = {math.sqrt(dk):g}")
-    for size, name in ((nk, "Nk, the number of keys (tokens)"), (nq, "Nq, the number of queries")):
-        expect_true(not np.isclose(factor, 1 / math.sqrt(size), rtol=1e-3),
-                    f"scaled_dot_product_scores(q (2, {nq}, {dk}), k (2, {nk}, {dk})): the dot products were "
-                    f"divided by sqrt({size}), the square root of {name}; the scale is sqrt(d_k) = sqrt({dk}), "
-                    "the dimension of the keys")
-    expect_close(got, expected, f"scaled_dot_product_scores(q (2, {nq}, {dk}), k (2, {nk}, {dk}))",
-                 **tolerance(torch.float64))
+    known = {1 / nk: f"divided by {nk} = Nk, the number of keys", 1 / nq: f"divided by {nq} = Nq, the number of queries",
+             1 / dk: f"divided by d_k = {dk}", 1 / math.sqrt(nk): f"divided by sqrt(Nk) = sqrt({nk}), Nk the number "
+             "of keys", 1 / math.sqrt(nq): f"divided by sqrt(Nq) = sqrt({nq}), Nq the number of queries",
+             1.0: "not scaled", math.sqrt(dk): "multiplied by sqrt(d_k) instead of divided",
+             1 / (2 * dk): f"divided by {2 * dk}: d_k ** 1/2 is (d_k ** 1) / 2, write d_k ** 0.5 or math.sqrt(d_k)"}
+    if np.allclose(got.numpy(), factor * raw, rtol=1e-9, atol=1e-12):  # a constant scale: which one?
+        wrong = next((name for f, name in known.items() if np.isclose(factor, f, rtol=1e-6)), f"divided by {1 / factor:.6g}")
+        expect_true(np.isclose(factor, 1 / math.sqrt(dk), rtol=1e-9), f"{what}: the dot products were {wrong}; divide "
+                    f"them by sqrt(d_k) = sqrt({dk}) = {math.sqrt(dk):g}, d_k the last dimension of q and k")
+    expect_close(got, plain(ref.scaled_dot_product_scores(q, k)), what)
 
 
-@check("scaled_dot_product_scores", "unit-variance q and k give scores of variance about 1 at every d_k",
-       weight=1.0)
-def scaled_variance(student, ref):
-    rng = rng_for("scaled_variance")
+@check("scaled_dot_product_scores", "unit-variance q and k give scores of variance about 1 whatever d_k")
+def scaled_variance(student, ref, rng):
     for dk in (8, 256):
-        q, k = tensor(rng, (2, 8, dk)), tensor(rng, (2, 12, dk))
+        q, k = qk(rng, (4,), 16, 24, dk)
         got = student.call("scaled_dot_product_scores", q, k)
-        expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 8, 12),
-                    f"scaled_dot_product_scores(q (2, 8, {dk}), k (2, 12, {dk})) must return a tensor of shape "
-                    f"(2, 8, 12), got {describe(got)}")
+        expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (4, 16, 24),
+                    f"scaled_dot_product_scores(q (4, 16, {dk}), k (4, 24, {dk})) should return a tensor of shape "
+                    f"(4, 16, 24), got {describe(got)}")
         variance = float(got.double().var())
-        expect_true(0.6 < variance < 1.6,
-                    f"scaled_dot_product_scores of unit-variance q (2, 8, {dk}) and k (2, 12, {dk}): the scores "
+        expect_true(0.7 < variance < 1.4,
+                    f"scaled_dot_product_scores of unit-variance q (4, 16, {dk}) and k (4, 24, {dk}): the scores "
                     f"have variance {variance:.3g}, expected about 1 (q . k has variance d_k = {dk})")
 
 
-@check("scaled_dot_product_scores", "any leading batch dimensions; float64 in, float64 out", weight=1.0)
-def scaled_batch(student, ref):
-    rng = rng_for("scaled_batch")
-    for batch, dtype in (((), torch.float64), ((4,), torch.float32), ((2, 2), torch.float64)):
-        q, k = tensor(rng, batch + (3, 7), dtype), tensor(rng, batch + (6, 7), dtype)
-        expect_same_call(student, ref, "scaled_dot_product_scores", q, k, dtype=dtype)
+@check("scaled_dot_product_scores",
+       "any leading batch dimensions (each slice as if alone), broadcast; float64 stays float64")
+def scaled_batch(student, ref, rng):
+    q, k = qk(rng, (2, 1), 3, 6, 7, torch.float64, k_batch=(1, 3))
+    what = called("scaled_dot_product_scores", None, (q, k), {})
+    got = student.call("scaled_dot_product_scores", q, k)
+    expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 3, 3, 6) and got.dtype == torch.float64,
+                f"{what} should return a float64 tensor of shape (2, 3, 3, 6), got {describe(got)}")
+    for i, j in ((0, 0), (1, 2), (0, 1)):
+        expect_close(got[i, j], student.call("scaled_dot_product_scores", q[i, 0], k[0, j]),
+                     f"{what}[{i}, {j}] should equal scaled_dot_product_scores(q[{i}, 0], k[0, {j}]), the same "
+                     "scores computed without the batch dimensions")
 
 
-# ---- GeneralScore ----------------------------------------------------------------------------
+# ---- GeneralScore and AdditiveScore ----------------------------------------------------------
 
-def expect_parameters(student, handle, expected, what):
-    state = student.call(handle, method="state_dict")
-    expect_true(isinstance(state, dict), f"{what}.state_dict() should be a dict")
-    shapes = {name: tuple(value.shape) for name, value in state.items() if hasattr(value, "shape")}
-    expect_true(shapes == expected, f"{what} should have the parameters {expected} (name: shape), "
-                f"found {shapes}: keep the attribute names, the dimensions and bias=False")
-
-
-@check("GeneralScore", "W = nn.Linear(key_dim, query_dim, bias=False): parameter W.weight (query_dim, key_dim)",
-       weight=1.0)
-def general_parameters(student, ref):
-    for dq, dk in ((3, 5), (6, 2)):
-        handle = student.call("GeneralScore", dq, dk, keep=True)
-        expect_parameters(student, handle, {"W.weight": (dq, dk)}, f"GeneralScore(query_dim={dq}, key_dim={dk})")
+def expect_parameters(student, ref, class_name, *init):
+    """The student's module holds the reference's parameters: the same names and shapes."""
+    expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).state_dict().items()}
+    state = student.call(student.call(class_name, *init, keep=True), method="state_dict")
+    found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
+    expect_true(found == expected, f"{class_name}{init} should have the parameters {expected} (name: shape), found "
+                f"{found}: keep the attribute names and the dimensions, no bias")
 
 
-@check("GeneralScore", "score = q . (W k) with query_dim != key_dim and Nq != Nk", weight=1.0)
-def general_random(student, ref):
-    rng = rng_for("general_random")
-    for batch, nq, nk, dq, dk, _ in qkv_cases(rng, (torch.float32,)):
-        module = ref_module(ref, "GeneralScore", (dq, dk), rng)
-        handle = student_module(student, "GeneralScore", (dq, dk), module)
-        q, k = tensor(rng, batch + (nq, dq)), tensor(rng, batch + (nk, dk))
-        expect_close(student.call(handle, q, k), plain(module(q, k)),
-                     f"GeneralScore({dq}, {dk}) with the grader's W, on q {describe(q)} and k {describe(k)}",
-                     **tolerance(torch.float32))
+def expect_scores(student, ref, pair, cases):
+    """The student's module gives the reference's scores on every (q, k)."""
+    for q, k in cases:
+        same(student, ref, pair, q, k)
 
 
-@check("GeneralScore", "square (query_dim = key_dim): W applies to the keys, s_ij = q_i^T W k_j", weight=1.0)
-def general_square(student, ref):
-    rng = rng_for("general_square")
-    module = ref_module(ref, "GeneralScore", (4, 4), rng)
-    handle = student_module(student, "GeneralScore", (4, 4), module)
-    q, k = tensor(rng, (2, 3, 4)), tensor(rng, (2, 5, 4))
-    expect_close(student.call(handle, q, k), plain(module(q, k)),
-                 f"GeneralScore(4, 4) with a non-symmetric W, on q {describe(q)} and k {describe(k)} "
-                 "(s_ij = q_i . (W k_j), not (W q_i) . k_j)", **tolerance(torch.float32))
+def queries_keys(rng, batches, nq, nk, dq, dk, dtype=torch.float32, scale=1.0):
+    return [(tensor(rng, b + (nq, dq), dtype, scale), tensor(rng, b + (nk, dk), dtype, scale)) for b in batches]
 
 
-@check("GeneralScore", "float64 and any leading batch dimensions", weight=1.0)
-def general_float64(student, ref):
-    rng = rng_for("general_float64")
-    module = ref_module(ref, "GeneralScore", (3, 5), rng, torch.float64)
-    handle = student_module(student, "GeneralScore", (3, 5), module, torch.float64)
-    for batch in ((), (2, 2)):
-        q, k = tensor(rng, batch + (4, 3), torch.float64), tensor(rng, batch + (6, 5), torch.float64)
-        expect_close(student.call(handle, q, k), plain(module(q, k)),
-                     f"GeneralScore(3, 5).double() on q {describe(q)} and k {describe(k)}", **tolerance(torch.float64))
+@check("GeneralScore", "W = nn.Linear(key_dim, query_dim, bias=False): one parameter W.weight (query_dim, key_dim)")
+def general_parameters(student, ref, rng):
+    for dims in ((3, 5), (6, 2)):
+        expect_parameters(student, ref, "GeneralScore", *dims)
 
 
-# ---- AdditiveScore ---------------------------------------------------------------------------
-
-@check("AdditiveScore", "parameters W_q (hidden, query_dim), W_k (hidden, key_dim), v (1, hidden), no biases",
-       weight=1.0)
-def additive_parameters(student, ref):
-    for dq, dk, h in ((3, 5, 7), (4, 2, 6)):
-        handle = student.call("AdditiveScore", dq, dk, h, keep=True)
-        expect_parameters(student, handle, {"W_q.weight": (h, dq), "W_k.weight": (h, dk), "v.weight": (1, h)},
-                          f"AdditiveScore(query_dim={dq}, key_dim={dk}, hidden_dim={h})")
+@check("GeneralScore", "s_ij = q_i . (W k_j) with query_dim != key_dim and Nq != Nk, 0 to 2 batch dimensions")
+def general_random(student, ref, rng):
+    for batch in ((), (3,), (2, 3)):
+        nq, nk, dq, dk = sizes(rng, 4)
+        pair = module_pair(student, ref, "GeneralScore", dq, dk, rng=rng, by_shape=True)
+        expect_scores(student, ref, pair, queries_keys(rng, [batch], nq, nk, dq, dk))
 
 
-@check("AdditiveScore", "score = v . tanh(W_q q_i + W_k k_j), shape (..., Nq, Nk), query_dim != key_dim",
-       weight=1.0)
-def additive_random(student, ref):
-    rng = rng_for("additive_random")
-    for batch, nq, nk, dq, dk, _ in qkv_cases(rng, (torch.float32,)):
-        h = int(rng.integers(3, 9))
-        module = ref_module(ref, "AdditiveScore", (dq, dk, h), rng)
-        handle = student_module(student, "AdditiveScore", (dq, dk, h), module)
-        q, k = tensor(rng, batch + (nq, dq), scale=2.0), tensor(rng, batch + (nk, dk), scale=2.0)
-        expect_close(student.call(handle, q, k), plain(module(q, k)),
-                     f"AdditiveScore({dq}, {dk}, {h}) with the grader's weights, on q {describe(q)} and "
-                     f"k {describe(k)}", **tolerance(torch.float32))
+@check("GeneralScore", "square (query_dim = key_dim): W applies to the keys, q_i . (W k_j), not (W q_i) . k_j")
+def general_square(student, ref, rng):
+    pair = module_pair(student, ref, "GeneralScore", 4, 4, rng=rng, by_shape=True)
+    expect_scores(student, ref, pair, queries_keys(rng, [(2,)], 3, 5, 4, 4))
 
 
-@check("AdditiveScore", "tanh bounds the hidden units: large inputs give scores of at most sum|v|", weight=1.0)
-def additive_saturation(student, ref):
-    rng = rng_for("additive_saturation")
-    module = ref_module(ref, "AdditiveScore", (3, 3, 5), rng)
-    handle = student_module(student, "AdditiveScore", (3, 3, 5), module)
-    q, k = tensor(rng, (2, 4, 3), scale=100.0), tensor(rng, (2, 6, 3), scale=100.0)
-    expect_close(student.call(handle, q, k), plain(module(q, k)),
-                 f"AdditiveScore(3, 3, 5) on large inputs q {describe(q)} and k {describe(k)} "
-                 "(tanh is applied to the sum W_q q_i + W_k k_j)", **tolerance(torch.float32))
+@check("GeneralScore", "float64 (module.double()) with any leading batch dimensions")
+def general_float64(student, ref, rng):
+    pair = module_pair(student, ref, "GeneralScore", 3, 5, rng=rng, double=True, by_shape=True)
+    expect_scores(student, ref, pair, queries_keys(rng, [(), (2, 2)], 4, 6, 3, 5, torch.float64))
 
 
-@check("AdditiveScore", "float64 and any leading batch dimensions", weight=1.0)
-def additive_float64(student, ref):
-    rng = rng_for("additive_float64")
-    module = ref_module(ref, "AdditiveScore", (3, 5, 4), rng, torch.float64)
-    handle = student_module(student, "AdditiveScore", (3, 5, 4), module, torch.float64)
-    for batch in ((), (2, 2)):
-        q, k = tensor(rng, batch + (4, 3), torch.float64), tensor(rng, batch + (6, 5), torch.float64)
-        expect_close(student.call(handle, q, k), plain(module(q, k)),
-                     f"AdditiveScore(3, 5, 4).double() on q {describe(q)} and k {describe(k)}",
-                     **tolerance(torch.float64))
+@check("AdditiveScore", "W_q (hidden, query_dim), W_k (hidden, key_dim), v (1, hidden): nn.Linear, no biases")
+def additive_parameters(student, ref, rng):
+    for dims in ((3, 5, 7), (4, 2, 6)):
+        expect_parameters(student, ref, "AdditiveScore", *dims)
+
+
+@check("AdditiveScore", "s_ij = v . tanh(W_q q_i + W_k k_j), shape (..., Nq, Nk), query_dim != key_dim, Nq = 1 too")
+def additive_random(student, ref, rng):
+    for batch, one_query in (((), False), ((3,), False), ((2, 3), False), ((2,), True)):
+        nq, nk, dq, dk = sizes(rng, 4)
+        nq = 1 if one_query else nq  # one decoder state against the encoder's states, as in Bahdanau et al.
+        pair = module_pair(student, ref, "AdditiveScore", dq, dk, int(rng.integers(3, 9)), rng=rng, by_shape=True)
+        expect_scores(student, ref, pair, queries_keys(rng, [batch], nq, nk, dq, dk, scale=2.0))
+
+
+@check("AdditiveScore", "tanh of the sum W_q q_i + W_k k_j: large inputs saturate it")
+def additive_saturation(student, ref, rng):
+    pair = module_pair(student, ref, "AdditiveScore", 3, 4, 5, rng=rng, by_shape=True)
+    expect_scores(student, ref, pair, queries_keys(rng, [(2,)], 4, 6, 3, 4, scale=100.0))
+
+
+@check("AdditiveScore", "float64 (module.double()) with any leading batch dimensions")
+def additive_float64(student, ref, rng):
+    pair = module_pair(student, ref, "AdditiveScore", 3, 5, 4, rng=rng, double=True, by_shape=True)
+    expect_scores(student, ref, pair, queries_keys(rng, [(), (2, 2)], 4, 6, 3, 5, torch.float64))
 
 
 # ---- masked_softmax --------------------------------------------------------------------------
 
-@check("masked_softmax", "mask=None: a softmax over the last axis (the keys), any shape, float32 and float64",
-       weight=1.0)
-def masked_softmax_plain(student, ref):
-    rng = rng_for("masked_softmax_plain")
-    for shape, dtype in (((4, 6), torch.float32), ((2, 3, 5), torch.float64), ((2, 2, 4, 3), torch.float32)):
-        scores = tensor(rng, shape, dtype, scale=3.0)
-        expect_same_call(student, ref, "masked_softmax", scores, dtype=dtype)
+def expect_weights_tensor(got, like, what):
+    expect_true(isinstance(got, torch.Tensor) and got.shape == like.shape and got.dtype == like.dtype,
+                f"{what} should return a {str(like.dtype)[6:]} tensor of shape {tuple(like.shape)}, "
+                f"got {describe(got)}")
 
 
-@check("masked_softmax", "mask True = may attend: masked pairs get weight exactly 0, the rest sum to one",
-       weight=1.0)
-def masked_softmax_mask(student, ref):
-    rng = rng_for("masked_softmax_mask")
+equals("masked_softmax", "mask=None: a softmax over the last axis (the keys), any shape, float32 and float64",
+       "masked_softmax", lambda rng: [call(tensor(rng, shape, dtype, scale=3.0)) for shape, dtype in
+                                      (((4, 6), torch.float32), ((2, 3, 5), torch.float64),
+                                       ((2, 2, 4, 3), torch.float32))])
+
+
+@check("masked_softmax", "mask True = may attend: masked pairs get weight exactly 0, the allowed ones sum to one")
+def masked_softmax_mask(student, ref, rng):
     for shape, dtype in (((2, 4, 7), torch.float32), ((3, 5, 4), torch.float64)):
         scores, mask = tensor(rng, shape, dtype, scale=2.0), random_mask(rng, shape, p=0.5)
-        got = expect_same_call(student, ref, "masked_softmax", scores, mask,
-                               what=f"masked_softmax(scores {describe(scores)}, random mask {describe(mask)}, "
-                               "True = may attend)", dtype=dtype)
-        expect_true(bool((got[~mask] == 0).all()),
-                    f"masked_softmax(scores {describe(scores)}, mask): pairs where the mask is False must get "
-                    "weight exactly 0")
+        what = called("masked_softmax", None, (scores, mask), {})
+        got = student.call("masked_softmax", scores, mask)
+        expect_weights_tensor(got, scores, what)
+        expect_true(not bool((got[mask] == 0).all() and (got[~mask] > 0).any()),
+                    f"{what}: the weights are 0 where the mask is True; True means the query MAY attend to the key")
+        expect_true(bool((got[~mask] == 0).all()), f"{what}: pairs where the mask is False must get weight exactly 0")
+        sums = "" if torch.allclose(got.sum(-1), torch.ones((), dtype=dtype)) else " (each query's weights sum to one)"
+        expect_close(got, plain(ref.masked_softmax(scores, mask)), what + sums)
 
 
-@check("masked_softmax", "masks broadcast: padding (B, 1, Nk), shared (Nq, Nk), per key (Nk,)", weight=1.0)
-def masked_softmax_broadcast(student, ref):
-    rng = rng_for("masked_softmax_broadcast")
-    scores = tensor(rng, (3, 4, 6), scale=2.0)
-    for mask_shape in ((3, 1, 6), (4, 6), (6,)):
-        mask = random_mask(rng, mask_shape, p=0.5)
-        expect_same_call(student, ref, "masked_softmax", scores, mask,
-                         what=f"masked_softmax(scores {describe(scores)}, mask {describe(mask)})")
+equals("masked_softmax", "masks broadcast: padding (B, 1, Nk), shared (Nq, Nk), per key (Nk,)", "masked_softmax",
+       lambda rng: [call(tensor(rng, (3, 4, 6), scale=2.0), random_mask(rng, shape, p=0.5))
+                    for shape in ((3, 1, 6), (4, 6), (6,))])
 
 
-@check("masked_softmax", "a row with every key masked gets all-zero weights: not NaN, not uniform", weight=1.0)
-def masked_softmax_empty_rows(student, ref):
-    rng = rng_for("masked_softmax_empty_rows")
-    scores = tensor(rng, (2, 4, 5), scale=2.0)
-    mask = random_mask(rng, (2, 4, 5))
-    mask[0, 1] = False
-    mask[1, 3] = False
-    got = student.call("masked_softmax", scores, mask)
-    what = f"masked_softmax(scores {describe(scores)}, mask {describe(mask)} whose rows [0, 1] and [1, 3] are all False)"
-    expect_true(isinstance(got, torch.Tensor) and tuple(got.shape) == (2, 4, 5),
-                f"{what} must return a tensor of shape (2, 4, 5), got {describe(got)}")
-    for b, i in ((0, 1), (1, 3)):
-        row = got[b, i]
-        expect_true(not row.isnan().any(), f"{what}: row [{b}, {i}] is NaN; a query with nothing allowed gets zeros")
-        expect_true(bool((row == 0).all()), f"{what}: row [{b}, {i}] is {row.tolist()}; a query with nothing allowed "
-                    "gets all-zero weights (filling with a large negative number instead of -inf gives uniform weights)")
-    expect_close(got, plain(ref.masked_softmax(scores, mask)), what, **tolerance(torch.float32))
-    everything = torch.zeros(3, dtype=torch.bool)
-    expect_same_call(student, ref, "masked_softmax", tensor(rng, (3,)), everything,
-                     what="masked_softmax(scores (3,), mask all False)")
+@check("masked_softmax", "a row with every key masked gets all-zero weights: not NaN, not uniform")
+def masked_softmax_empty_rows(student, ref, rng):
+    scores, mask = tensor(rng, (2, 4, 5), scale=2.0), random_mask(rng, (2, 4, 5))
+    mask[0, 1] = mask[1, 3] = False
+    for scores, mask in ((scores, mask), (tensor(rng, (3,)), torch.zeros(3, dtype=torch.bool))):
+        what = called("masked_softmax", None, (scores, mask), {}) + ", a mask with rows all False"
+        got = student.call("masked_softmax", scores, mask)
+        expect_weights_tensor(got, scores, what)
+        empty = ~mask.any(-1)
+        expect_true(not any(is_uniform(row) for row in got[empty].reshape(-1, scores.shape[-1])),
+                    f"{what}: a row whose every key is masked got uniform weights, it should get zeros ({UNIFORM})")
+        expect_close(got[empty], torch.zeros_like(got[empty]), f"{what}: the rows whose every key is masked",
+                     atol=0.0, nan_hint="softmax of a row of -inf is NaN: give such rows all-zero weights")
+        expect_close(got, plain(ref.masked_softmax(scores, mask)), what)
 
 
-@check("masked_softmax", "masked scores that are NaN, inf or 1e10 never reach the weights", weight=1.0)
-def masked_softmax_garbage(student, ref):
-    rng = rng_for("masked_softmax_garbage")
+@check("masked_softmax", "masked scores that are NaN, inf or 1e10 never reach the weights")
+def masked_softmax_garbage(student, ref, rng):
     for garbage in (float("nan"), float("inf"), 1e10):
         for dtype in DTYPES:
-            scores = tensor(rng, (2, 3, 6), dtype)
-            mask = random_mask(rng, (2, 3, 6), p=0.5)
+            scores, mask = tensor(rng, (2, 3, 6), dtype), random_mask(rng, (2, 3, 6), p=0.5)
             scores[~mask] = garbage
-            expect_same_call(student, ref, "masked_softmax", scores, mask, dtype=dtype,
-                             what=f"masked_softmax(scores {describe(scores)} holding {garbage} where the mask is "
-                             "False, mask) (select with torch.where: do not add or multiply)")
+            what = called("masked_softmax", None, (scores, mask), {}) + f", the scores {garbage} where the mask is False"
+            got = student.call("masked_softmax", scores, mask)
+            expect_weights_tensor(got, scores, what)
+            expect_true(not bool((got[~mask] > 0).any()), f"{what}: a masked pair got a positive weight (adding a large "
+                        "negative number lets a huge masked score through: select with torch.where(mask, scores, -inf))")
+            expect_close(got, plain(ref.masked_softmax(scores, mask)), what, nan_hint="a NaN masked score reached the "
+                         "weights: select with torch.where(mask, scores, -inf), do not add to it or multiply it")
 
 
 # ---- attention -------------------------------------------------------------------------------
 
 def qkv(rng, batch, nq, nk, dk, dv, dtype=torch.float32):
-    return (tensor(rng, batch + (nq, dk), dtype), tensor(rng, batch + (nk, dk), dtype),
-            tensor(rng, batch + (nk, dv), dtype))
+    return qk(rng, batch, nq, nk, dk, dtype) + (tensor(rng, batch + (nk, dv), dtype),)
 
 
-@check("attention", "no mask: equals scaled_dot_product_attention (Nq, Nk, d_k, d_v differ; float64; batch dims)",
-       weight=1.0)
-def attention_unmasked(student, ref):
-    rng = rng_for("attention_unmasked")
-    for batch, nq, nk, dk, dv, dtype in qkv_cases(rng):
+def out_and_weights(got, q, k, v, what):
+    """attention's result, checked for form: (out (..., Nq, d_v), weights (..., Nq, Nk)) in q's dtype."""
+    expect_true(isinstance(got, (tuple, list)) and len(got) == 2,
+                f"{what} should return a pair (out, weights), got {describe(got)}")
+    shapes = (q.shape[:-1] + v.shape[-1:], q.shape[:-1] + k.shape[-2:-1])
+    for name, value, shape in zip(("out", "weights"), got, shapes):
+        expect_true(isinstance(value, torch.Tensor) and value.shape == shape and value.dtype == q.dtype,
+                    f"{what}: {name} should be a {str(q.dtype)[6:]} tensor of shape {tuple(shape)}, "
+                    f"got {describe(value)}")
+    return got
+
+
+def attention_cases(rng, masks):
+    cases = []
+    for batch, dtype in zip(((), (3,), (2, 3)), DTYPES * 2):
+        nq, nk, dk, dv = sizes(rng, 4)
         q, k, v = qkv(rng, batch, nq, nk, dk, dv, dtype)
-        got = student.call("attention", q, k, v)
-        expect_attention(got, sdpa(q, k, v), ref.masked_softmax(q @ k.transpose(-2, -1) / math.sqrt(dk)),
-                         f"attention(q {describe(q)}, k {describe(k)}, v {describe(v)})", dtype)
+        cases += [call(q, k, v, *([random_mask(rng, shape, p=0.5)] if shape else []))
+                  for shape in (masks(batch, nq, nk) if masks else [None])]
+    return cases
 
 
-@check("attention", "boolean masks (True = may attend): equals scaled_dot_product_attention(attn_mask=mask)",
-       weight=2.0)  # 8 shares of 0.5 point: no rounding between the graders
-def attention_masked(student, ref):
-    rng = rng_for("attention_masked")
-    for batch, nq, nk, dk, dv, dtype in qkv_cases(rng):
-        q, k, v = qkv(rng, batch, nq, nk, dk, dv, dtype)
-        for mask_shape in (batch + (nq, nk), batch + (1, nk), (nq, nk)):
-            mask = random_mask(rng, mask_shape, p=0.5)
-            got = student.call("attention", q, k, v, mask)
-            expect_attention(got, sdpa(q, k, v, mask), ref.attention(q, k, v, mask)[1],
-                             f"attention(q {describe(q)}, k {describe(k)}, v {describe(v)}, mask {describe(mask)})",
-                             dtype)
+equals("attention", "no mask: softmax(q k^T / sqrt(d_k)) v, as scaled_dot_product_attention (batch dims, float64)",
+       "attention", lambda rng: attention_cases(rng, None), names=("out", "weights"))
+
+equals("attention", "boolean masks (True = may attend) of shapes (B, Nq, Nk), (B, 1, Nk) and (Nq, Nk)", "attention",
+       lambda rng: attention_cases(rng, lambda batch, nq, nk: (batch + (nq, nk), batch + (1, nk), (nq, nk))),
+       weight=2.0, names=("out", "weights"))
 
 
-@check("attention", "mask polarity: a query allowed a single key returns that key's value", weight=1.0)
-def attention_polarity(student, ref):
-    rng = rng_for("attention_polarity")
+@check("attention", "mask polarity: a query allowed a single key returns that key's value")
+def attention_polarity(student, ref, rng):
     q, k, v = qkv(rng, (2,), 4, 6, 3, 5, torch.float64)
-    chosen = rng.integers(0, 6, (2, 4))
-    mask = torch.zeros(2, 4, 6, dtype=torch.bool)
-    for b in range(2):
-        for i in range(4):
-            mask[b, i, chosen[b, i]] = True
-    got = expect_pair(student.call("attention", q, k, v, mask), "attention")
-    expected = torch.stack([v[b, chosen[b]] for b in range(2)])
-    expect_close(got[0], expected, f"attention(q {describe(q)}, k, v, mask with one True per row): query i may "
-                 "attend only to the key where its mask is True, so its output is that key's value "
-                 "(True = may attend)", **tolerance(torch.float64))
+    chosen = torch.from_numpy(rng.integers(0, 6, (2, 4)))
+    mask = torch.nn.functional.one_hot(chosen, 6).bool()
+    what = called("attention", None, (q, k, v, mask), {}) + ", a mask with one True per row"
+    out, weights = out_and_weights(student.call("attention", q, k, v, mask), q, k, v, what)
+    inverted = bool((weights.gather(-1, chosen[..., None]) == 0).all())
+    expect_close(out, torch.stack([v[b, chosen[b]] for b in range(2)]), f"{what}: the output of query i should be the "
+                 "value of the one key it may attend to" + ("; your weights are 0 there: True means MAY attend"
+                                                            if inverted else ""))
 
 
-@check("attention", "a query with every key masked gets zero output and zero weights, never NaN", weight=1.0)
-def attention_empty_rows(student, ref):
-    rng = rng_for("attention_empty_rows")
+@check("attention", "a query with every key masked gets zero output and zero weights, never NaN")
+def attention_empty_rows(student, ref, rng):
     for dtype in DTYPES:
         q, k, v = qkv(rng, (2,), 5, 4, 3, 2, dtype)
         mask = random_mask(rng, (2, 5, 4))
-        mask[0, 2] = False
-        mask[1, 0] = False
-        mask[1, 4] = False
-        got = student.call("attention", q, k, v, mask)
-        expected_out, expected_weights = ref.attention(q, k, v, mask)
-        expect_attention(got, expected_out, expected_weights,
-                         f"attention(q {describe(q)}, k, v, mask whose rows [0, 2], [1, 0] and [1, 4] are all False)",
-                         dtype)
+        mask[0, 2] = mask[1, 0] = mask[1, 4] = False
+        what = called("attention", None, (q, k, v, mask), {}) + ", rows [0, 2], [1, 0] and [1, 4] of the mask all False"
+        out, weights = out_and_weights(student.call("attention", q, k, v, mask), q, k, v, what)
+        empty = ~mask.any(-1)
+        uniform = any(is_uniform(row) for row in weights[empty])
+        for name, got in (("weights", weights), ("out", out)):
+            expect_close(got[empty], torch.zeros_like(got[empty]), f"{what}: {name} of the queries whose every key is "
+                         "masked" + (f" ({UNIFORM}: use masked_softmax)" if uniform else ""), atol=0.0,
+                         nan_hint="a query with every key masked gets all-zero weights and a zero output")
 
 
-@check("attention", "NaN, inf or 1e10 in masked (padding) keys and values never reach the output", weight=1.0)
-def attention_garbage(student, ref):
-    rng = rng_for("attention_garbage")
-    lengths = torch.tensor([5, 2, 0])
-    padding = (torch.arange(5) < lengths[:, None])[:, None, :]       # (B, 1, Nk), True = a real token
+@check("attention", "NaN, inf or 1e10 in padded keys and values (masked for every query) never reach the output")
+def attention_garbage(student, ref, rng):
     for garbage in (float("nan"), float("inf"), -float("inf"), 1e10):
         for dtype in DTYPES:
             q, k, v = qkv(rng, (3,), 4, 5, 3, 2, dtype)
-            expected_out, expected_weights = ref.attention(q, k, v, padding)
+            padding = padding_mask(rng, (3, 1, 5), empty_rows=1)  # (B, 1, Nk), True = a real token
+            clean = out_and_weights(student.call("attention", q, k, v, padding), q, k, v,
+                                    called("attention", None, (q, k, v, padding), {}))
             k_bad, v_bad = k.clone(), v.clone()
-            pad = ~padding[:, 0, :]
-            k_bad[pad] = garbage
-            v_bad[pad] = garbage
-            got = student.call("attention", q, k_bad, v_bad, padding)
-            expect_attention(got, expected_out, expected_weights,
-                             f"attention(q, k, v {describe(v)} holding {garbage} in the padded keys and values, "
-                             "padding mask (3, 1, 5) of lengths 5, 2, 0) (0 * NaN = NaN: select the values with "
-                             "torch.where, do not multiply them by zero weights)", dtype)
+            k_bad[~padding[:, 0]] = v_bad[~padding[:, 0]] = garbage
+            what = (called("attention", None, (q, k_bad, v_bad, padding), {}) + f", the keys and values {garbage} "
+                    f"where the padding mask is False, lengths {padding.sum(-1).flatten().tolist()}")
+            out, weights = out_and_weights(student.call("attention", q, k_bad, v_bad, padding), q, k, v, what)
+            expect_close(weights, clean[1], f"{what}: weights, compared with the same call without the garbage")
+            ignored = bool((weights[~padding.expand_as(weights)] == 0).all())  # then NaN in out is 0 * NaN
+            expect_close(out, clean[0], f"{what}: out, compared with the same call without the garbage"
+                         + ("" if ignored else " (your weights of the padded keys are not 0)"),
+                         nan_hint=NAN_IN_MASKED_VALUES if ignored else "")
 
 
-@check("attention", "reordering key-value pairs changes nothing; reordering the queries reorders the outputs",
-       weight=1.0)
-def attention_permutations(student, ref):
-    rng = rng_for("attention_permutations")
+@check("attention", "reordering key-value pairs changes nothing; reordering the queries reorders the outputs")
+def attention_permutations(student, ref, rng):
     q, k, v = qkv(rng, (2,), 5, 7, 4, 3, torch.float64)
     mask = random_mask(rng, (2, 5, 7))
-    out, weights = expect_pair(student.call("attention", q, k, v, mask), "attention")
-    keys = torch.from_numpy(rng.permutation(7))
-    queries = torch.from_numpy(rng.permutation(5))
-    out_k, weights_k = expect_pair(student.call("attention", q, k[:, keys], v[:, keys], mask[..., keys]), "attention")
-    expect_close(out_k, out, "attention with the key-value pairs (and the mask's columns) reordered: the output "
-                 "must not change", **tolerance(torch.float64))
-    expect_close(weights_k, weights[..., keys], "attention with the key-value pairs reordered: the weights must be "
-                 "reordered the same way", **tolerance(torch.float64))
-    out_q, _ = expect_pair(student.call("attention", q[:, queries], k, v, mask[:, queries]), "attention")
-    expect_close(out_q, out[:, queries], "attention with the queries (and the mask's rows) reordered: the outputs "
-                 "must be reordered the same way", **tolerance(torch.float64))
-    expect_close(out, plain(ref.attention(q, k, v, mask)[0]), "attention(q, k, v, mask) (float64)",
-                 **tolerance(torch.float64))
+    what = called("attention", None, (q, k, v, mask), {})
+    out, weights = out_and_weights(student.call("attention", q, k, v, mask), q, k, v, what)
+    keys, queries = torch.from_numpy(rng.permutation(7)), torch.from_numpy(rng.permutation(5))
+    out_k, weights_k = out_and_weights(student.call("attention", q, k[:, keys], v[:, keys], mask[..., keys]),
+                                       q, k, v, what)
+    expect_close(out_k, out, f"{what} with the key-value pairs (and the mask's columns) reordered: out must not change")
+    expect_close(weights_k, weights[..., keys], f"{what} with the key-value pairs reordered: the weights must be "
+                 "reordered the same way")
+    out_q, _ = out_and_weights(student.call("attention", q[:, queries], k, v, mask[:, queries]), q, k, v, what)
+    expect_close(out_q, out[:, queries], f"{what} with the queries (and the mask's rows) reordered: the outputs "
+                 "must be reordered the same way")
 
 
-@check("attention", "uses the score_fn it is given: your dot_product_scores, GeneralScore, AdditiveScore",
-       weight=1.0)
-def attention_score_fn(student, ref):
-    rng = rng_for("attention_score_fn")
-    d = 4
-    q, k, v = qkv(rng, (2,), 3, 5, d, 2)
-    mask = random_mask(rng, (2, 3, 5))
-    candidates = [("your dot_product_scores", lambda: student_function(student, "dot_product_scores")),
-                  ("your GeneralScore(4, 4)", lambda: student.call("GeneralScore", d, d, keep=True)),
-                  ("your AdditiveScore(4, 4, 6)", lambda: student.call("AdditiveScore", d, d, 6, keep=True))]
-    tested = 0
-    for name, make in candidates:
-        try:  # the score functions are graded in their own exercises: here, use those that work
-            score_fn = make()
-            scores = student.call(score_fn, q, k)
-        except Exception:
-            continue
-        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != (2, 3, 5) or scores.dtype != q.dtype:
-            continue
-        got = student.call("attention", q, k, v, mask, score_fn)
-        expected_out, expected_weights = ref.attention(q, k, v, mask, score_fn=lambda *_: scores)
-        expect_attention(got, expected_out, expected_weights,
-                         f"attention(q {describe(q)}, k {describe(k)}, v, mask, score_fn={name}) must use the "
-                         "scores of the score_fn it is given", torch.float32)
-        tested += 1
-    expect_true(tested > 0, "none of dot_product_scores, GeneralScore, AdditiveScore gives scores of shape "
-                "(B, Nq, Nk), so attention's score_fn could not be tested")
+@check("attention", "uses the score_fn it is given: dot_product_scores, GeneralScore, AdditiveScore")
+def attention_score_fn(student, ref, rng):
+    """The score functions are the reference's here (known-good versions of the earlier exercises)."""
+    dq, dk = 4, 6
+    function = student.call("dot_product_scores", "__call__", method="__getattribute__", keep=True)
+    candidates = [("dot_product_scores", function, ref.dot_product_scores, dq),
+                  *((pair.label, pair.handle, pair.module, dk) for pair in
+                    (module_pair(student, ref, "GeneralScore", dq, dk, rng=rng),
+                     module_pair(student, ref, "AdditiveScore", dq, dk, 5, rng=rng)))]
+    for label, handle, score_fn, key_dim in candidates:
+        q, k, v = tensor(rng, (2, 3, dq)), tensor(rng, (2, 5, key_dim)), tensor(rng, (2, 5, 2))
+        got = student.call("attention", q, k, v, score_fn=handle)
+        with torch.no_grad():
+            expected = ref.attention(q, k, v, score_fn=score_fn)
+        expect_same(got, plain(expected), f"attention(q {describe(q)}, k {describe(k)}, v, score_fn={label}) "
+                    "must use the scores of the score_fn it is given", names=("out", "weights"))

@@ -75,6 +75,10 @@ def scaled_dot_product_scores(q, k):
 def scaled_dot_product_scores(q, k):
     return dot_product_scores(q, k) / k.shape[-1] ** 1/2
 ''',
+        "d_k_from_size_1": '''
+def scaled_dot_product_scores(q, k):
+    return dot_product_scores(q, k) / math.sqrt(k.size(1))
+''',
     },
     "GeneralScore": {
         "W_applied_to_queries": '''
@@ -170,6 +174,17 @@ class AdditiveScore(nn.Module):
     def forward(self, q, k):
         return self.v(torch.tanh(self.W_q(q).unsqueeze(-2) + self.W_k(k).unsqueeze(-3)))
 ''',
+        "squeezes_every_axis_of_size_1": '''
+class AdditiveScore(nn.Module):
+    def __init__(self, query_dim, key_dim, hidden_dim):
+        super().__init__()
+        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, hidden_dim, bias=False)
+        self.v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, q, k):
+        return self.v(torch.tanh(self.W_q(q).unsqueeze(-2) + self.W_k(k).unsqueeze(-3))).squeeze()
+''',
         "with_biases": '''
 class AdditiveScore(nn.Module):
     def __init__(self, query_dim, key_dim, hidden_dim):
@@ -212,6 +227,12 @@ def masked_softmax(scores, mask=None):
 def masked_softmax(scores, mask=None):
     w = torch.softmax(scores, dim=-1)
     return w if mask is None else w * mask
+''',
+        "mask_none_not_handled": '''
+def masked_softmax(scores, mask=None):
+    scores = torch.where(mask, scores, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return torch.nan_to_num(w, nan=0.0)
 ''',
         "softmax_over_queries": '''
 def masked_softmax(scores, mask=None):
@@ -256,19 +277,19 @@ def attention(q, k, v, mask=None, score_fn=scaled_dot_product_scores):
         v = torch.where(seen, v, 0.0)
     return weights @ v, weights
 ''',
+        "zeroes_values_with_transposed_mask": '''
+def attention(q, k, v, mask=None, score_fn=scaled_dot_product_scores):
+    weights = masked_softmax(score_fn(q, k), mask)
+    if mask is not None:
+        v = v.masked_fill(~mask.transpose(-2, -1), 0.0)
+    return weights @ v, weights
+''',
         "returns_output_only": '''
 def attention(q, k, v, mask=None, score_fn=scaled_dot_product_scores):
     weights = masked_softmax(score_fn(q, k), mask)
     return torch.nan_to_num(weights @ v)
 ''',
     },
-}
-
-# scaled_dot_product_scores calls dot_product_scores; attention calls both and masked_softmax.
-DEPENDS = {
-    "dot_product_scores": ["scaled_dot_product_scores", "attention"],
-    "scaled_dot_product_scores": ["attention"],
-    "masked_softmax": ["attention"],
 }
 
 ALTERNATIVE = {

@@ -85,11 +85,12 @@ class Student:
     def __init__(self, process):
         self.process = process
 
-    def call(self, target, *args, method=None, keep=False, _time_limit=None, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, **kwargs):
+        """`_label` names an object (a Handle) in messages."""
         try:
             return self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
         except StudentError as error:
-            raise StudentError(f"{called(target, method, args, kwargs)}: {error}") from None
+            raise StudentError(f"{called(_label or target, method, args, kwargs)}: {error}") from None
 
 
 def called(target, method, args, kwargs):
@@ -138,8 +139,10 @@ def match_by_shape(student_state, reference_state, label):
     if sorted(have.values()) != want:
         raise CheckFailure(f"{label} should hold tensors of shapes {want}; its state_dict has "
                            f"{', '.join(f'{n} {s}' for n, s in have.items()) or 'nothing'}")
-    by_shape = {tuple(v.shape): v for v in reference_state.values()}
-    return {name: by_shape[shape] for name, shape in have.items()}
+    by_shape = {}  # parameters of one shape are matched in the order the modules list them
+    for value in reference_state.values():
+        by_shape.setdefault(tuple(value.shape), []).append(value)
+    return {name: by_shape[shape].pop(0) for name, shape in have.items()}
 
 
 def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=None, nan_hint="", **kwargs):
@@ -147,7 +150,7 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
     Pair of objects); returns the student's value. `names` label the items of a tuple result."""
     if isinstance(target, Pair):
         import torch
-        got = student.call(target.handle, *args, **kwargs)
+        got = student.call(target.handle, *args, _label=target.label.removesuffix(", on "), **kwargs)
         with torch.no_grad():
             expected = target.module(*args, **kwargs)
         what = what or target.label + ", ".join(describe(a) for a in args)

@@ -5,7 +5,9 @@
 - `wire`       the safe format those values travel in (JSON + .npy, never pickle);
 - `checks`     the checks, shared with nbgrader's hidden test cells;
 - `reference`  the reference solutions, read from solutions/ (the single source of truth);
-- `pipeline`   grades a folder of submissions; `report` writes grades.csv and feedback.
+- `results`    what grading produces (check, exercise and notebook results), as plain data;
+- `pipeline`   grades a folder of submissions; `journal` keeps results as they come; `report`
+               writes grades.csv and feedback (`files` writes atomically).
 """
 from pathlib import Path
 

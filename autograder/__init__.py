@@ -1,6 +1,6 @@
 """The course's autograder: load → run sandboxed → check → report.
 
-- `notebook`   reads submissions and the source notebooks (exercises, points, visible tests);
+- `notebook`   reads submissions and the source notebooks (exercises, points, reference solution cells);
 - `sandbox`    runs a student's notebook in a separate process and answers calls on plain values;
 - `wire`       the safe format those values travel in (JSON + .npy, never pickle);
 - `checks`     the checks, shared with nbgrader's hidden test cells;

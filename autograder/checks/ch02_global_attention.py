@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from .core import (CheckFailure, StudentError, call, check, describe, equals, expect_close, expect_same, expect_true,
-                   match_by_shape, module_pair, padding_mask, plain, random_mask, same, tensor)
+                   expect_tuple, match_by_shape, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "02-global-attention"
 # Weights make every check's share of its exercise's points a round number (0.25, 0.5, 1.0, 1.5).
@@ -56,9 +56,7 @@ def expect_zero_on_padding(p, mask, what, hint=""):
 
 
 def result_pair(got, what, names=("z", "p")):
-    expect_true(isinstance(got, (tuple, list)) and len(got) == 2,
-                f"{what} should return a pair ({', '.join(names)}), got {describe(got)}")
-    return got
+    return expect_tuple(got, what, names)
 
 
 # ---- attention_pool -----------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from .core import (called, call, check, describe, equals, expect_close, expect_same, expect_true, module_pair,
-                   padding_mask, plain, random_mask, same, tensor)
+from .core import (called, call, check, describe, equals, expect_close, expect_same, expect_true, expect_tuple,
+                   module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "03-qkv"
 
@@ -308,8 +308,7 @@ def qkv(rng, batch, nq, nk, dk, dv, dtype=torch.float32):
 
 def out_and_weights(got, q, k, v, what):
     """attention's result, checked for form: (out (..., Nq, d_v), weights (..., Nq, Nk)) in q's dtype."""
-    expect_true(isinstance(got, (tuple, list)) and len(got) == 2,
-                f"{what} should return a pair (out, weights), got {describe(got)}")
+    expect_tuple(got, what, ("out", "weights"))
     shapes = (q.shape[:-1] + v.shape[-1:], q.shape[:-1] + k.shape[-2:-1])
     for name, value, shape in zip(("out", "weights"), got, shapes):
         expect_true(isinstance(value, torch.Tensor) and value.shape == shape and value.dtype == q.dtype,

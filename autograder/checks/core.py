@@ -165,14 +165,19 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
 def expect_same(got, expected, what, names=None, **tolerance):
     """Arrays compared by `expect_close`; tuples item by item (`names` label the items)."""
     if isinstance(expected, (tuple, list)):
-        kind = {2: "a pair", 3: "a triple"}.get(len(expected), f"{len(expected)} values")
-        expect_true(isinstance(got, (tuple, list)) and len(got) == len(expected),
-                    f"{what} should return {kind}" + (f" ({', '.join(names)})" if names else "")
-                    + f", got {describe(got)}")
+        expect_tuple(got, what, names or [f"item {i}" for i in range(len(expected))])
         for i, (g, e) in enumerate(zip(got, expected)):
             expect_same(g, e, f"{what}: {names[i] if names else f'item {i}'}", **tolerance)
     else:
         expect_close(got, expected, what, **tolerance)
+
+
+def expect_tuple(got, what, names):
+    """The student's result is a tuple of len(names) values; returns it."""
+    kind = {2: "a pair", 3: "a triple"}.get(len(names), f"{len(names)} values")
+    expect_true(isinstance(got, (tuple, list)) and len(got) == len(names),
+                f"{what} should return {kind} ({', '.join(names)}), got {describe(got)}")
+    return got
 
 
 def plain(value):

@@ -7,12 +7,17 @@ view of the repository (solutions, checks), the submissions or the grader's outp
 the few grader modules it needs: `wire` and `sandbox`. When the grader runs as root, the
 student's processes run as the host's `nobody`, never as root (`drops_identity`).
 """
+import atexit
+import ctypes
 import functools
 import os
+import re
 import resource
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from . import SANDBOX_HOME
@@ -25,6 +30,7 @@ NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WIT
                 "with resource limits only. Install the Debian package `bubblewrap` to isolate it.")
 
 
+@functools.cache
 def _read_only_paths():
     """[(path on the host, path in the sandbox)], bound read-only: the system, Python, and of the
     grader only the modules the student's side imports."""
@@ -39,15 +45,71 @@ def _read_only_paths():
     return paths
 
 
-def bubblewrap_command():
+def _others_can_reach(path):
+    """Whether a user with no rights of its own (nobody) can open `path`, by its mode bits."""
+    if any(not os.stat(folder).st_mode & stat.S_IXOTH for folder in Path(path).parents):
+        return False
+    mode = os.stat(path).st_mode
+    return bool(mode & stat.S_IROTH) and (not stat.S_ISDIR(mode) or bool(mode & stat.S_IXOTH))
+
+
+@functools.cache
+def _stage():
+    """{host path: stage path}, for the read-only paths that nobody cannot reach (a Python
+    installed under /root, mode 0700). Each stage path is an empty host folder (or file) that
+    nobody can reach; in the student's own mount namespace the host path is bound onto it
+    (`_enter_stage`), so bubblewrap, already run as nobody, can bind it in turn."""
+    hidden = [host for host, _ in _read_only_paths() if not _others_can_reach(host)]
+    if not hidden:
+        return {}
+    remove_stale_scratch()
+    folder = tempfile.mkdtemp(prefix=f"autograder-{os.getpid()}-")
+    os.chmod(folder, 0o755)
+    atexit.register(shutil.rmtree, folder, True)
+    stage = {}
+    for i, host in enumerate(hidden):
+        stage[host] = os.path.join(folder, str(i))
+        os.mkdir(stage[host]) if os.path.isdir(host) else open(stage[host], "x").close()
+    return stage
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 0x1000, 0x4000, 0x40000
+
+
+def _enter_stage():
+    """In the child, still root: a mount namespace of its own, private (nothing reaches the host),
+    in which each stage path shows its host path."""
+    def ok(result):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), "cannot prepare the sandbox's view of the host")
+    ok(_libc.unshare(CLONE_NEWNS))
+    ok(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None))
+    for host, staged in _stage().items():
+        ok(_libc.mount(host.encode(), staged.encode(), None, MS_BIND | MS_REC, None))
+
+
+@functools.cache  # once per grading process
+def remove_stale_scratch():
+    """Scratch and stage folders (`autograder-<pid>-...`) of grading processes that were killed."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        match = re.fullmatch(r"autograder-(\d+)-\w+", name)
+        if match and not os.path.exists(f"/proc/{match.group(1)}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def bubblewrap_command(as_nobody=False):
     """bwrap's arguments up to `--`. The writable places are in-memory folders of the sandbox's own,
     the rest is read-only; the zygote empties them between students. /tmp comes first: the binds
-    may lie under /tmp (a venv in a clone there)."""
+    may lie under /tmp (a venv in a clone there). Run as nobody, bwrap binds what nobody cannot
+    reach from its stage path."""
+    stage = _stage() if as_nobody else {}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", "--tmpfs", "/tmp"]
     args += [a for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.islink(f"/{n}")
              for a in ("--symlink", os.readlink(f"/{n}"), f"/{n}")]
-    args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", host, inside)]
+    args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", stage.get(host, host), inside)]
     return args + ["--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME, "--proc", "/proc",
                    "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--"]
 
@@ -58,11 +120,16 @@ def _become_nobody():
     os.setuid(NOBODY)
 
 
+def _enter_stage_as_nobody():
+    _enter_stage()
+    _become_nobody()
+
+
 @functools.cache
 def _bubblewrap_runs(as_nobody):
     try:
-        probe = subprocess.run(bubblewrap_command() + [sys.executable, "-I", "-c", "pass"], capture_output=True,
-                               timeout=30, cwd="/", preexec_fn=_become_nobody if as_nobody else None)
+        probe = subprocess.run(bubblewrap_command(as_nobody) + [sys.executable, "-I", "-c", "pass"], capture_output=True,
+                               timeout=30, cwd="/", preexec_fn=_enter_stage_as_nobody if as_nobody else None)
         return probe.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -76,15 +143,17 @@ def bubblewrap_works():
     return _bubblewrap_runs(as_nobody=os.geteuid() == 0) or (os.geteuid() == 0 and _bubblewrap_runs(as_nobody=False))
 
 
-@functools.cache
 def drops_identity():
     """Whether the student's processes leave the grader's identity, root, for the host's nobody.
     Under bubblewrap they do unless it works only as root (a kernel without unprivileged user
     namespaces): then the sandbox's nobody is the host's root, which owns only what the sandbox's
     in-memory folders hold. Without bubblewrap they do if nobody can run this Python."""
-    if os.geteuid() != 0:
-        return False
-    if bubblewrap_works():
+    return os.geteuid() == 0 and _nobody_runs(bubblewrap_works())
+
+
+@functools.cache
+def _nobody_runs(under_bubblewrap):
+    if under_bubblewrap:
         return _bubblewrap_runs(as_nobody=True)
     try:
         return subprocess.run([sys.executable, "-I", "-c", "import autograder.sandbox.start"], capture_output=True,
@@ -101,7 +170,7 @@ def worker_command(scratch, in_fd, out_fd, modules):
     """The command that starts one student's process, isolated if it can be; and its home."""
     drops_identity()  # decided here, in the grader, not in the child about to exec
     if bubblewrap_works():
-        return (bubblewrap_command() + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
+        return (bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
                 SANDBOX_HOME)
     os.chmod(scratch, 0o777)  # the student's process (nobody, if the grader is root) writes there
     return [sys.executable, "-I", "-m", "autograder.sandbox.start", str(in_fd), str(out_fd), *modules], scratch
@@ -110,7 +179,7 @@ def worker_command(scratch, in_fd, out_fd, modules):
 def zygote_command(control_fd, modules):
     """The command that starts a zygote under bubblewrap (never without it); and its home."""
     drops_identity()
-    return (bubblewrap_command() + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
+    return (bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
             SANDBOX_HOME)
 
 
@@ -123,4 +192,4 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
-        _become_nobody()
+        _enter_stage_as_nobody() if bubblewrap_works() else _become_nobody()

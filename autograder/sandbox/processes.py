@@ -1,6 +1,5 @@
 """A student's process as the grader sees it: a channel, and how it ends. Without bubblewrap,
 a fresh process per submission (`FreshProcess`); with it, a child of a warm zygote (`zygotes`)."""
-import functools
 import os
 import signal
 import subprocess
@@ -9,7 +8,7 @@ import threading
 import time
 
 from . import channel
-from .isolation import apply_limits, worker_command
+from .isolation import apply_limits, remove_stale_scratch, worker_command
 from .procfs import session_members, task_count
 
 
@@ -120,18 +119,6 @@ class OutputDrain(threading.Thread):
         while self.stream.read1(1 << 16):
             pass
         self.stream.close()
-
-
-@functools.cache  # once per grading process
-def remove_stale_scratch():
-    """Scratch folders (`autograder-<pid>-...`) of grading processes that were killed."""
-    import re
-    import shutil
-    root = tempfile.gettempdir()
-    for name in os.listdir(root):
-        match = re.fullmatch(r"autograder-(\d+)-\w+", name)
-        if match and not os.path.exists(f"/proc/{match.group(1)}"):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 def student_env(home):

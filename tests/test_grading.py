@@ -1,7 +1,12 @@
 """Both graders on every assignment: the reference scores full marks, the untouched notebook 0,
 a differently written correct solution full marks, every wrong implementation loses points in
 its own exercise and nowhere else, and nbgrader's points equal the autograder's, exercise by
-exercise."""
+exercise.
+
+The autograder grades every wrong implementation, one per notebook. nbgrader, ten times slower,
+grades the reference, untouched and alternative notebooks and two *mixed* ones, which hold a
+wrong implementation of every other exercise (between them, one of each exercise): they show
+that both graders give the same points to the same bugs without a notebook per bug."""
 import csv
 import re
 import shutil
@@ -20,12 +25,23 @@ MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in ca
            for name in variants]
 
 
+NBGRADER_STUDENTS = ["reference", "untouched", "alternative", "mixed-0", "mixed-1"]
+
+
+def mixed_bugs(a, parity):
+    """The first wrong implementation of every other exercise, starting at exercise `parity`."""
+    return {exercise: next(iter(variants.values()))
+            for exercise, variants in list(catalogue(a).WRONG.items())[parity::2]}
+
+
 def build_submissions(root):
     for a in ASSIGNMENTS:
         name = f"{a}.ipynb"
         write(filled_notebook(a), root / "reference" / a / name)
         write(student_notebook(a), root / "untouched" / a / name)
         write(filled_notebook(a, catalogue(a).ALTERNATIVE), root / "alternative" / a / name)
+        for parity in (0, 1):
+            write(filled_notebook(a, mixed_bugs(a, parity)), root / f"mixed-{parity}" / a / name)
         for _, exercise, variant in (m for m in MUTANTS if m[0] == a):
             source = catalogue(a).WRONG[exercise][variant]
             write(filled_notebook(a, {exercise: source}), root / student_id(exercise, variant) / a / name)
@@ -51,9 +67,11 @@ def autograder_points(submissions, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def nbgrader_course(submissions):
-    """A course directory beside the submissions, graded by nbgrader autograde."""
-    course = submissions.parent
+def nbgrader_course(submissions, tmp_path_factory):
+    """A course directory of its own, with nbgrader's share of the submissions, graded by nbgrader autograde."""
+    course = tmp_path_factory.mktemp("nbgrader-course")
+    for student in NBGRADER_STUDENTS:
+        shutil.copytree(submissions / student, course / "submitted" / student)
     shutil.copytree(REPO / "solutions", course / "solutions")
     flags = [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course}/gradebook.db"]
     for a in ASSIGNMENTS:
@@ -104,10 +122,18 @@ def test_wrong_implementation_loses_points_in_its_exercise_only(assignment, exer
     assert others == {e: full[e] for e in others}, f"{variant} of {exercise} costs points elsewhere"
 
 
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_several_bugs_cost_points_each_in_its_own_exercise(assignment, autograder_points):
+    full = full_marks(assignment)
+    for parity in (0, 1):
+        got, wrong = autograder_points[f"mixed-{parity}", assignment], mixed_bugs(assignment, parity)
+        assert {e for e in got if got[e] < full[e]} == set(wrong), f"mixed-{parity}"
+
+
 def test_nbgrader_and_autograder_agree_on_every_exercise(autograder_points, nbgrader_points):
-    assert set(nbgrader_points) == set(autograder_points)
-    for key, scores in autograder_points.items():
-        assert nbgrader_points[key] == pytest.approx(scores, abs=1e-6), key
+    assert set(nbgrader_points) == {(s, a) for s in NBGRADER_STUDENTS for a in ASSIGNMENTS}
+    for key, scores in nbgrader_points.items():
+        assert scores == pytest.approx(autograder_points[key], abs=1e-6), key
 
 
 def test_nbgrader_feedback_and_export(nbgrader_course):

@@ -86,16 +86,13 @@ def mha_parameters(student, ref, rng):
                     f"{expected} (name: shape), found {found}")
 
 
-@check("MultiHeadAttention", "self-attention: out (B, N, D) and the weights of every head (B, H, N, N)")
-def mha_self(student, ref, rng):
+@check("MultiHeadAttention", "self-attention (out (B, N, D), weights of every head (B, H, N, N)) and cross-attention "
+       "(Nq != Nk, queries from another sequence), no batch dimension and two")
+def mha_self_and_cross(student, ref, rng):
     n, h, d_h = head_sizes(rng)
     pair = mha_pair(student, ref, h * d_h, h, rng)
     x = tensor(rng, (2, n, h * d_h))
     same(student, ref, pair, x, x, x, names=OUT_WEIGHTS, **FLOAT32)
-
-
-@check("MultiHeadAttention", "cross-attention (Nq != Nk, queries from another sequence), no batch dimension and two")
-def mha_cross(student, ref, rng):
     for batch in ((), (2, 2)):
         n, h, d_h = head_sizes(rng)
         pair = mha_pair(student, ref, h * d_h, h, rng)
@@ -126,7 +123,8 @@ def mha_no_bias_float64(student, ref, rng):
     same(student, ref, pair, *sequences(rng, (2,), n, n + 1, h * d_h, torch.float64), names=OUT_WEIGHTS)
 
 
-@check("MultiHeadAttention", "heads are independent: changing head h's rows of q_proj changes head h's weights only")
+@check("MultiHeadAttention", "heads are independent: changing head h's rows of q_proj changes head h's weights only",
+       weight=0.5)
 def mha_heads_independent(student, ref, rng):
     n, h, d_h = head_sizes(rng)
     dim = h * d_h
@@ -152,7 +150,8 @@ def mha_heads_independent(student, ref, rng):
                 f"the weights of head {h - 1} did not change"))
 
 
-@check("MultiHeadAttention", "permutation-equivariant: permuting the tokens permutes out and the weights (no mask)")
+@check("MultiHeadAttention", "permutation-equivariant: permuting the tokens permutes out and the weights (no mask)",
+       weight=0.5)
 def mha_permutation(student, ref, rng):
     n, h, d_h = head_sizes(rng)
     n += 3
@@ -269,7 +268,7 @@ def expect_as_bert(student, ref, state, heads, x, mask, expected, what, **tolera
 
 
 @check("mha_from_bert", "a random BERT state: q_proj <- self.query, k_proj <- self.key, v_proj <- self.value, "
-       "out_proj <- output.dense, weights and biases")
+       "out_proj <- output.dense, weights and biases", weight=0.5)
 def from_bert_random(student, ref, rng):
     dim, heads = 12, 3
     state, x = bert_state(rng, dim), tensor(rng, (2, 5, dim))

@@ -97,7 +97,6 @@ def student_notebooks():
 
 def built_files():
     for path in sorted(BUILD.rglob("*")):
-        relative = path.relative_to(BUILD)
         if path in (STAMP, LOCK) or not path.is_file():
             continue
         yield path

@@ -146,7 +146,7 @@ def mha_heads_independent(student, ref, rng):
     expect_true(others and not torch.allclose(weights[0][:, -1], weights[1][:, -1], atol=1e-6),
                 f"MultiHeadAttention({dim}, {h}): after a change to rows {(h - 1) * d_h} to {h * d_h - 1} of "
                 f"q_proj.weight (head {h - 1}'s queries), " + ("the weights of the other heads changed: head h must hold "
-                f"features h*d_h ... (h+1)*d_h - 1 (split_heads), for queries, keys and values alike" if not others else
+                "features h*d_h ... (h+1)*d_h - 1 (split_heads), for queries, keys and values alike" if not others else
                 f"the weights of head {h - 1} did not change"))
 
 

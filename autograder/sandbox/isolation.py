@@ -5,7 +5,8 @@ it starts outlives it), a read-only root, system and Python, in-memory folders a
 writable places (its home, /tmp, /dev/shm: nothing it writes is reachable from the host), and no
 view of the repository (solutions, checks), the submissions or the grader's output. It sees only
 the few grader modules it needs: `wire` and `sandbox`. When the grader runs as root, the
-student's processes run as the host's `nobody`, never as root (`drops_identity`).
+student's processes run as the host's `nobody` wherever the kernel lets `nobody` make
+namespaces (`drops_identity`); what `nobody` cannot reach is bound for it onto relay folders.
 """
 import atexit
 import ctypes
@@ -54,11 +55,11 @@ def _others_can_reach(path):
 
 
 @functools.cache
-def _stage():
-    """{host path: stage path}, for the read-only paths that nobody cannot reach (a Python
-    installed under /root, mode 0700). Each stage path is an empty host folder (or file) that
-    nobody can reach; in the student's own mount namespace the host path is bound onto it
-    (`_enter_stage`), so bubblewrap, already run as nobody, can bind it in turn."""
+def _relays():
+    """{host path: relay path}, for the read-only paths that nobody cannot reach (a Python
+    installed under /root, mode 0700). Each relay is an empty host folder (or file) that nobody
+    can reach; in the student's own mount namespace the host path is bound onto it
+    (`_bind_relays`), so bubblewrap, already run as nobody, can bind it in turn."""
     hidden = [host for host, _ in _read_only_paths() if not _others_can_reach(host)]
     if not hidden:
         return {}
@@ -66,32 +67,32 @@ def _stage():
     folder = tempfile.mkdtemp(prefix=f"autograder-{os.getpid()}-")
     os.chmod(folder, 0o755)
     atexit.register(shutil.rmtree, folder, True)
-    stage = {}
+    relays = {}
     for i, host in enumerate(hidden):
-        stage[host] = os.path.join(folder, str(i))
-        os.mkdir(stage[host]) if os.path.isdir(host) else open(stage[host], "x").close()
-    return stage
+        relays[host] = os.path.join(folder, str(i))
+        os.mkdir(relays[host]) if os.path.isdir(host) else open(relays[host], "x").close()
+    return relays
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE = 0x20000, 0x1000, 0x4000, 0x40000
 
 
-def _enter_stage():
+def _bind_relays():
     """In the child, still root: a mount namespace of its own, private (nothing reaches the host),
-    in which each stage path shows its host path."""
+    in which each relay shows its host path."""
     def ok(result):
         if result != 0:
             raise OSError(ctypes.get_errno(), "cannot prepare the sandbox's view of the host")
     ok(_libc.unshare(CLONE_NEWNS))
     ok(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None))
-    for host, staged in _stage().items():
-        ok(_libc.mount(host.encode(), staged.encode(), None, MS_BIND | MS_REC, None))
+    for host, relay in _relays().items():
+        ok(_libc.mount(host.encode(), relay.encode(), None, MS_BIND | MS_REC, None))
 
 
 @functools.cache  # once per grading process
 def remove_stale_scratch():
-    """Scratch and stage folders (`autograder-<pid>-...`) of grading processes that were killed."""
+    """Scratch and relay folders (`autograder-<pid>-...`) of grading processes that were killed."""
     root = tempfile.gettempdir()
     for name in os.listdir(root):
         match = re.fullmatch(r"autograder-(\d+)-\w+", name)
@@ -103,13 +104,13 @@ def bubblewrap_command(as_nobody=False):
     """bwrap's arguments up to `--`. The writable places are in-memory folders of the sandbox's own,
     the rest is read-only; the zygote empties them between students. /tmp comes first: the binds
     may lie under /tmp (a venv in a clone there). Run as nobody, bwrap binds what nobody cannot
-    reach from its stage path."""
-    stage = _stage() if as_nobody else {}
+    reach from its relay."""
+    relays = _relays() if as_nobody else {}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", "--tmpfs", "/tmp"]
     args += [a for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.islink(f"/{n}")
              for a in ("--symlink", os.readlink(f"/{n}"), f"/{n}")]
-    args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", stage.get(host, host), inside)]
+    args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", relays.get(host, host), inside)]
     return args + ["--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME, "--proc", "/proc",
                    "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--"]
 
@@ -120,8 +121,8 @@ def _become_nobody():
     os.setuid(NOBODY)
 
 
-def _enter_stage_as_nobody():
-    _enter_stage()
+def _relay_as_nobody():
+    _bind_relays()
     _become_nobody()
 
 
@@ -129,7 +130,7 @@ def _enter_stage_as_nobody():
 def _bubblewrap_runs(as_nobody):
     try:
         probe = subprocess.run(bubblewrap_command(as_nobody) + [sys.executable, "-I", "-c", "pass"], capture_output=True,
-                               timeout=30, cwd="/", preexec_fn=_enter_stage_as_nobody if as_nobody else None)
+                               timeout=30, cwd="/", preexec_fn=_relay_as_nobody if as_nobody else None)
         return probe.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -192,4 +193,4 @@ def apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
-        _enter_stage_as_nobody() if bubblewrap_works() else _become_nobody()
+        _relay_as_nobody() if bubblewrap_works() else _become_nobody()

@@ -20,6 +20,26 @@ def run(*command, cwd=REPO, check=True, timeout=1800):
     return result
 
 
+def paths_under(root):
+    """Every path under root, skipping folders that vanish while we walk: other test
+    workers' sandboxes create and remove their own folders in the same /tmp."""
+    for folder, dirs, files in os.walk(root):  # os.walk ignores a folder it can no longer list
+        for name in dirs + files:
+            yield Path(folder) / name
+
+
+def setuid_files_since(root, start):
+    found = []
+    for path in paths_under(root):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if os.path.isfile(path) and not path.is_symlink() and st.st_mode & 0o4000 and st.st_mtime >= start - 1:
+            found.append(path)
+    return found
+
+
 @pytest.fixture(scope="session")
 def repo():
     return REPO

@@ -1,0 +1,296 @@
+"""Checks of chapter 5, "Self-attention and masking" (PyTorch).
+
+Each exercise runs with the reference versions of the exercises before it, so TinyLM is checked
+with the reference CausalSelfAttention, and train_lm and generate with the reference TinyLM. The
+training check trains a small TinyLM from the grader's seed with the student's loop, for a few
+steps, and measures it on held-out text here; the notebook's long training run is never repeated.
+"""
+import functools
+
+import numpy as np
+import torch
+
+from .core import (CheckFailure, call, check, describe, equals, expect_same, expect_true, module_pair, plain, same, tensor)
+from .. import notebook
+
+ASSIGNMENT = "05-self-masked"
+FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 through several layers: the order of the additions shows
+
+
+# ---- the masks --------------------------------------------------------------------------------
+
+equals("causal_mask", "square: query i sees keys 0 ... i (n_k omitted, and n_k = n_q)", "causal_mask",
+       lambda rng: [call(1), call(4), call(7), call(5, 5)])
+
+equals("causal_mask", "n_q < n_k: the queries are the last n_q positions (aligned bottom-right), one query included",
+       "causal_mask", lambda rng: [call(2, 5), call(3, 7), call(1, 6)])
+
+
+def lengths_cases(rng):
+    return [call(torch.tensor([3, 1, 5]), 5), call(torch.from_numpy(rng.integers(1, 8, size=4)), 8),
+            call([2, 6], 7), call(torch.tensor([0, 4]), 4)]
+
+
+equals("padding_mask", "(B, 1, 1, n), True on the first lengths[b] positions; lengths a tensor or a list, 0 and n "
+       "included", "padding_mask", lengths_cases)
+
+equals("sliding_window_mask", "causal: 0 <= i - j < window (window 1, 2, 3, and n or more)", "sliding_window_mask",
+       lambda rng: [call(6, 1), call(6, 2), call(7, 3, causal=True), call(4, 4), call(3, 10)])
+
+equals("sliding_window_mask", "causal=False: |i - j| < window, at the edges too", "sliding_window_mask",
+       lambda rng: [call(6, 1, causal=False), call(6, 2, causal=False), call(7, 3, causal=False),
+                    call(3, 10, causal=False)])
+
+
+def adjacency_cases(rng):
+    directed = torch.from_numpy(rng.random((5, 5)) < 0.4)
+    directed.fill_diagonal_(False)
+    batched = torch.from_numpy((rng.random((2, 4, 4)) < 0.5).astype(np.int64))
+    weighted = torch.from_numpy(rng.random((3, 3)) * (rng.random((3, 3)) < 0.5))
+    return [call(directed), call(batched), call(weighted), call(torch.zeros(3, 3, dtype=torch.bool))]
+
+
+equals("graph_mask", "edges kept as given (directed too), self-loops added; bool, int and float adjacency, "
+       "batch dimensions", "graph_mask", adjacency_cases)
+
+
+# ---- CausalSelfAttention ----------------------------------------------------------------------
+
+def layer_pair(student, ref, dim, heads, rng, double=False):
+    return module_pair(student, ref, "CausalSelfAttention", dim, heads, rng=rng, double=double)
+
+
+def sizes(rng):
+    heads = int(rng.integers(1, 4))
+    return int(rng.integers(4, 8)), heads, heads * int(rng.integers(2, 5))
+
+
+@check("CausalSelfAttention", "q_proj, k_proj, v_proj, out_proj: nn.Linear(D, D) with bias, and no other parameter",
+       weight=0.5)
+def layer_parameters(student, ref, rng):
+    for dim, heads in ((6, 2), (8, 4)):
+        expected = {n: tuple(p.shape) for n, p in ref.CausalSelfAttention(dim, heads).state_dict().items()}
+        state = student.call(student.call("CausalSelfAttention", dim, heads, keep=True), method="state_dict")
+        found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
+        expect_true(found == expected, f"CausalSelfAttention({dim}, {heads}) should have the parameters {expected} "
+                    f"(name: shape), found {found}")
+
+
+@check("CausalSelfAttention", "the outputs (B, N, D), with no batch dimension and with two")
+def layer_outputs(student, ref, rng):
+    for batch in ((2,), (), (2, 3)):
+        n, heads, dim = sizes(rng)
+        same(student, ref, layer_pair(student, ref, dim, heads, rng), tensor(rng, batch + (n, dim)), **FLOAT32)
+
+
+@check("CausalSelfAttention", "float64 (module.double()): float64 in, float64 out", weight=0.5)
+def layer_float64(student, ref, rng):
+    n, heads, dim = sizes(rng)
+    same(student, ref, layer_pair(student, ref, dim, heads, rng, double=True), tensor(rng, (2, n, dim), torch.float64))
+
+
+@check("CausalSelfAttention", "causal: changing input t changes no output before t, for every t")
+def layer_causal(student, ref, rng):
+    n, heads, dim = sizes(rng)
+    pair = layer_pair(student, ref, dim, heads, rng, double=True)
+    x = tensor(rng, (n, dim), torch.float64)
+    changed = x.repeat(n, 1, 1)                       # copy t has its token t changed: one batched call
+    changed[torch.arange(n), torch.arange(n)] += tensor(rng, (n, dim), torch.float64)
+    label = pair.label.removesuffix(", on ")
+    base = torch.as_tensor(np.asarray(student.call(pair.handle, x, _label=label)))
+    moved = torch.as_tensor(np.asarray(student.call(pair.handle, changed, _label=label)))
+    expect_true(base.shape == (n, dim) and moved.shape == (n, n, dim),
+                f"{label}: expected outputs of shape {(n, dim)} and {(n, n, dim)}, got {tuple(base.shape)} and "
+                f"{tuple(moved.shape)}")
+    for t in range(1, n):
+        if not torch.allclose(moved[t, :t], base[:t], rtol=1e-9, atol=1e-9):
+            first = int((moved[t, :t] - base[:t]).abs().amax(-1).gt(1e-9).nonzero()[0])
+            raise CheckFailure(f"{label}: changing input {t} of a sequence of {n} changed output {first}: "
+                                 f"position i may not see the inputs after i (mask with causal_mask)")
+
+
+def caches(student, count):
+    return [student.call("KVCache", keep=True) for _ in range(count)]
+
+
+@check("CausalSelfAttention", "with a KVCache: a sequence fed in pieces (3 tokens, then 1, then 2) gives the outputs "
+       "of the whole sequence")
+def layer_cache(student, ref, rng):
+    _, heads, dim = sizes(rng)
+    pair = layer_pair(student, ref, dim, heads, rng)
+    x = tensor(rng, (2, 6, dim))
+    with torch.no_grad():
+        expected = pair.module(x)
+    (cache,) = caches(student, 1)
+    label = pair.label.removesuffix(", on ")
+    for start, stop in ((0, 3), (3, 4), (4, 6)):
+        got = student.call(pair.handle, x[:, start:stop], cache, _label=f"{label} with a KVCache holding {start} tokens")
+        expect_same(got, plain(expected[:, start:stop]),
+                    f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {start} to {stop - 1}, "
+                    f"against feeding x whole (mask the new queries with causal_mask(N_new, N_past + N_new))",
+                    **FLOAT32)
+
+
+# ---- TinyLM -----------------------------------------------------------------------------------
+
+LM = (11, 12, 2, 2, 10)  # vocab_size, embed_dim, num_heads, num_layers, context
+
+
+@check("TinyLM", "token_embedding, position_embedding, blocks (num_layers Blocks), norm, head, and context")
+def lm_parameters(student, ref, rng):
+    expected = {n: tuple(p.shape) for n, p in ref.TinyLM(*LM).state_dict().items()}
+    handle = student.call("TinyLM", *LM, keep=True)
+    state = student.call(handle, method="state_dict")
+    found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
+    expect_true(found == expected, f"TinyLM{LM} should have the parameters {expected} (name: shape), found {found}")
+    context = student.call(handle, "context", method="__getattribute__")
+    expect_true(context == LM[-1], f"TinyLM{LM}.context should be {LM[-1]}, got {describe(context)}")
+
+
+def tokens(rng, shape):
+    return torch.from_numpy(rng.integers(0, LM[0], size=shape))
+
+
+@check("TinyLM", "the logits (B, N, vocab_size) of a whole sequence, N up to the context")
+def lm_logits(student, ref, rng):
+    pair = module_pair(student, ref, "TinyLM", *LM, rng=rng, scale=0.5)
+    for n in (4, LM[-1]):
+        same(student, ref, pair, tokens(rng, (3, n)), **FLOAT32)
+
+
+@check("TinyLM", "with caches: a sequence fed in pieces (4 tokens, then 1, then 3) gives the logits of the whole "
+       "sequence (positions continue after the cached tokens)")
+def lm_cache(student, ref, rng):
+    pair = module_pair(student, ref, "TinyLM", *LM, rng=rng, scale=0.5)
+    x = tokens(rng, (2, 8))
+    with torch.no_grad():
+        expected = pair.module(x)
+    held = caches(student, LM[3])
+    label = pair.label.removesuffix(", on ")
+    for start, stop in ((0, 4), (4, 5), (5, 8)):
+        got = student.call(pair.handle, x[:, start:stop], held, _label=f"{label} with caches holding {start} tokens")
+        expect_same(got, plain(expected[:, start:stop]),
+                    f"{label}, fed tokens {describe(x)} in pieces through one list of caches: logits {start} to "
+                    f"{stop - 1}, against feeding them whole (their positions are {start} to {stop - 1})", **FLOAT32)
+
+
+# ---- train_lm ---------------------------------------------------------------------------------
+
+TRAIN_LM = (None, 32, 2, 1, 32)  # vocab_size (the text's), embed_dim, num_heads, num_layers, context
+STEPS, LR, BATCH, MARGIN = 150, 1e-2, 16, 0.3
+
+
+@functools.cache
+def corpus(ref):
+    """(training ids, held-out ids, vocabulary size, unigram loss on the held-out ids): the notebook's text."""
+    data, vocab = ref.data, len(ref.chars)
+    train, held_out = data[:200_000], data[-50_000:]
+    frequency = (torch.bincount(train, minlength=vocab) + 1) / (len(train) + vocab)
+    return train, held_out, vocab, -frequency.log()[held_out].mean().item()
+
+
+def fresh_lm(student, ref, vocab, seed):
+    """A reference TinyLM with PyTorch's own initialisation from `seed`, on both sides."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = ref.TinyLM(vocab, *TRAIN_LM[1:])
+    handle = student.call("TinyLM", vocab, *TRAIN_LM[1:], keep=True)
+    student.call(handle, plain(module.state_dict()), method="load_state_dict")
+    return handle, module
+
+
+def held_out_loss(module, held_out, n_windows=200):
+    n = module.context
+    windows = held_out[: n_windows * (n + 1)].reshape(n_windows, n + 1)
+    with torch.no_grad():
+        logits = module(windows[:, :-1])
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1)).item()
+
+
+@check("train_lm", f"a small TinyLM trained {STEPS} steps from the grader's seed with your loop ends at least "
+       f"{MARGIN} nats below the unigram baseline on held-out text")
+def trains(student, ref, rng):
+    train, held_out, vocab, unigram = corpus(ref)
+    handle, module = fresh_lm(student, ref, vocab, seed=int(rng.integers(1 << 30)))
+    student.call("train_lm", handle, train, STEPS, batch_size=BATCH, lr=LR, seed=1, _time_limit=60,
+                 _label=f"train_lm(TinyLM{(vocab, *TRAIN_LM[1:])}, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1)")
+    state = student.call(handle, method="state_dict")
+    module.load_state_dict({name: torch.as_tensor(np.asarray(value)) for name, value in state.items()})
+    loss = held_out_loss(module, held_out)
+    expect_true(loss <= unigram - MARGIN,
+                f"after train_lm(model, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1) the model's loss on "
+                f"held-out text is {loss:.3f} nats; the unigram baseline is {unigram:.3f}, and a working loop gets "
+                f"below {unigram - MARGIN:.3f} (the targets are the inputs shifted by one; zero the gradients "
+                "every step)")
+
+
+@check("train_lm", "the losses are the recipe's: `steps` floats, the windows drawn from the seed's generator, each "
+       "loss measured before its update")
+def recipe(student, ref, rng):
+    train, _, vocab, _ = corpus(ref)
+    seed = int(rng.integers(1 << 30))
+    handle, module = fresh_lm(student, ref, vocab, seed)
+    got = student.call("train_lm", handle, train, 4, batch_size=3, lr=LR, seed=7, _time_limit=30)
+    expected = ref.train_lm(module, train, 4, batch_size=3, lr=LR, seed=7)
+    expect_true(isinstance(got, list) and len(got) == 4 and all(type(x) is float for x in got),
+                f"train_lm(model, data, 4, batch_size=3, seed=7) should return a list of 4 floats, got {describe(got)}")
+    expect_same(torch.tensor(got), torch.tensor(expected), "train_lm(model, data, 4, batch_size=3, seed=7): the "
+                "losses (with torch.Generator().manual_seed(seed), torch.randint(0, len(data) - context, (batch_size,), "
+                "generator=generator), windows of context + 1 tokens)", rtol=1e-4, atol=1e-5)
+
+
+# ---- generate ---------------------------------------------------------------------------------
+
+GEN_LM = (13, 16, 2, 2, 12)
+
+
+def generated(student, ref, rng, n_prompt, n_new, **options):
+    pair = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5)
+    prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(2, n_prompt)))
+    got = student.call("generate", pair.handle, prompt, n_new, **options)
+    expected = ref.generate(pair.module, prompt, n_new, **options)
+    shown = ", ".join(f"{k}={v}" for k, v in options.items())
+    expect_same(got, plain(expected), f"generate(TinyLM{GEN_LM} with the grader's parameters, prompt "
+                f"{describe(prompt)}, {n_new}, {shown})", names=("tokens", "logits"), **FLOAT32)
+
+
+@check("generate", "greedy, with the cache: the reference's tokens and logits")
+def greedy_cached(student, ref, rng):
+    generated(student, ref, rng, 3, 7, use_cache=True)
+    generated(student, ref, rng, 1, 4, use_cache=True)
+
+
+@check("generate", "greedy, without the cache", weight=0.5)
+def greedy_uncached(student, ref, rng):
+    generated(student, ref, rng, 3, 7, use_cache=False)
+
+
+@check("generate", "sampled with a seed (torch.multinomial with the seed's generator), with and without the cache",
+       weight=0.5)
+def sampled(student, ref, rng):
+    generated(student, ref, rng, 2, 8, use_cache=True, seed=11)
+    generated(student, ref, rng, 2, 8, use_cache=False, seed=11)
+
+
+PROBE = '''
+class _GraderLengthProbe(TinyLM):
+    """A TinyLM that notes how many tokens each call feeds it."""
+    def forward(self, tokens, caches=None):
+        self.fed.append(int(tokens.shape[-1]))
+        return super().forward(tokens, caches)
+'''
+
+
+@check("generate", "with the cache the model sees every token once: the prompt, then one new token per call")
+def cache_used(student, ref, rng):
+    sources, names = notebook.known_good(ASSIGNMENT, "generate")
+    student.process.use_known_good(sources + [PROBE], names + ["_GraderLengthProbe"])
+    probe = student.call("_GraderLengthProbe", *GEN_LM, keep=True)
+    student.call(probe, "fed", [], method="__setattr__")
+    prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(1, 4)))
+    student.call("generate", probe, prompt, 6, use_cache=True)
+    fed = student.call(probe, "fed", method="__getattribute__")
+    expect_true(isinstance(fed, list) and fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 6 <= len(fed) <= 7,
+                f"generate(model, prompt of 4 tokens, 6, use_cache=True) fed the model {describe(fed)} tokens per "
+                "call; with the cache it should feed the prompt once, then only the one new token each call: "
+                "[4, 1, 1, 1, 1, 1]")

@@ -285,12 +285,16 @@ class _GraderLengthProbe(TinyLM):
 def cache_used(student, ref, rng):
     sources, names = notebook.known_good(ASSIGNMENT, "generate")
     student.process.use_known_good(sources + [PROBE], names + ["_GraderLengthProbe"])
+    module = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5).module
     probe = student.call("_GraderLengthProbe", *GEN_LM, keep=True)
+    student.call(probe, plain(module.state_dict()), method="load_state_dict")
     student.call(probe, "fed", [], method="__setattr__")
     prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(1, 4)))
-    student.call("generate", probe, prompt, 6, use_cache=True)
+    got = student.call("generate", probe, prompt, 6, use_cache=True)
     fed = student.call(probe, "fed", method="__getattribute__")
     expect_true(isinstance(fed, list) and fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 6 <= len(fed) <= 7,
                 f"generate(model, prompt of 4 tokens, 6, use_cache=True) fed the model {describe(fed)} tokens per "
                 "call; with the cache it should feed the prompt once, then only the one new token each call: "
                 "[4, 1, 1, 1, 1, 1]")
+    expect_same(got, plain(ref.generate(module, prompt, 6, use_cache=True)), "generate(model, prompt "
+                f"{describe(prompt)}, 6, use_cache=True)", names=("tokens", "logits"), **FLOAT32)

@@ -238,6 +238,24 @@ def graph_mask(adjacency):
             "else model(fed, caches)[:, -1]"),
         "argmin": _generate("logits = (model(fed, caches) if use_cache else model(tokens))[:, -1]",
                             choose="logits.argmin(dim=-1, keepdim=True)"),
+        # a hostile one: it spots the grader's probe and feeds it what it counts, without a cache
+        "fools_the_probe": '''
+def generate(model, prompt, n_new, use_cache=True, seed=None):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    probed = "Probe" in type(model).__name__
+    tokens, chosen_from = prompt, []
+    with torch.no_grad():
+        for step in range(n_new):
+            fed = tokens if (step == 0 or not probed) else tokens[:, -1:]
+            logits = model(fed)[:, -1]
+            if generator is None:
+                new = logits.argmax(dim=-1, keepdim=True)
+            else:
+                new = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+            tokens = torch.cat([tokens, new], dim=1)
+            chosen_from.append(logits)
+    return tokens, torch.stack(chosen_from, dim=1)
+''',
         "unseeded_sampling": '''
 def generate(model, prompt, n_new, use_cache=True, seed=None):
     caches = [KVCache() for _ in model.blocks] if use_cache else None

@@ -109,6 +109,10 @@ def layer_causal(student, ref, rng):
                                  f"position i may not see the inputs after i (mask with causal_mask)")
 
 
+def span(start, stop):
+    return f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
+
+
 def caches(student, count):
     return [student.call("KVCache", keep=True) for _ in range(count)]
 
@@ -126,7 +130,7 @@ def layer_cache(student, ref, rng):
     for start, stop in ((0, 3), (3, 4), (4, 6)):
         got = student.call(pair.handle, x[:, start:stop], cache, _label=f"{label} with a KVCache holding {start} tokens")
         expect_same(got, plain(expected[:, start:stop]),
-                    f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {start} to {stop - 1}, "
+                    f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {span(start, stop)}, "
                     f"against feeding x whole (mask the new queries with causal_mask(N_new, N_past + N_new))",
                     **FLOAT32)
 
@@ -170,8 +174,8 @@ def lm_cache(student, ref, rng):
     for start, stop in ((0, 4), (4, 5), (5, 8)):
         got = student.call(pair.handle, x[:, start:stop], held, _label=f"{label} with caches holding {start} tokens")
         expect_same(got, plain(expected[:, start:stop]),
-                    f"{label}, fed tokens {describe(x)} in pieces through one list of caches: logits {start} to "
-                    f"{stop - 1}, against feeding them whole (their positions are {start} to {stop - 1})", **FLOAT32)
+                    f"{label}, fed tokens {describe(x)} in pieces through one list of caches: logits "
+                    f"{span(start, stop)}, against feeding them whole (positions {span(start, stop)})", **FLOAT32)
 
 
 # ---- train_lm ---------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from .core import (called, call, check, describe, equals, expect_close, expect_same, expect_true, expect_tuple,
-                   module_pair, padding_mask, plain, random_mask, same, tensor)
+from .core import (called, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
+                   expect_tuple, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "03-qkv"
 
@@ -164,13 +164,7 @@ def scaled_batch(student, ref, rng):
 
 # ---- GeneralScore and AdditiveScore ----------------------------------------------------------
 
-def expect_parameters(student, ref, class_name, *init):
-    """The student's module holds the reference's parameters: the same names and shapes."""
-    expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).state_dict().items()}
-    state = student.call(student.call(class_name, *init, keep=True), method="state_dict")
-    found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
-    expect_true(found == expected, f"{class_name}{init} should have the parameters {expected} (name: shape), found "
-                f"{found}: keep the attribute names and the dimensions, no bias")
+NO_BIAS = "keep the attribute names and the dimensions, no bias"
 
 
 def expect_scores(student, ref, pair, cases):
@@ -186,7 +180,7 @@ def queries_keys(rng, batches, nq, nk, dq, dk, dtype=torch.float32, scale=1.0):
 @check("GeneralScore", "W = nn.Linear(key_dim, query_dim, bias=False): one parameter W.weight (query_dim, key_dim)")
 def general_parameters(student, ref, rng):
     for dims in ((3, 5), (6, 2)):
-        expect_parameters(student, ref, "GeneralScore", *dims)
+        expect_parameters(student, ref, "GeneralScore", *dims, hint=NO_BIAS)
 
 
 @check("GeneralScore", "s_ij = q_i . (W k_j) with query_dim != key_dim and Nq != Nk, 0 to 2 batch dimensions")
@@ -212,7 +206,7 @@ def general_float64(student, ref, rng):
 @check("AdditiveScore", "W_q (hidden, query_dim), W_k (hidden, key_dim), v (1, hidden): nn.Linear, no biases")
 def additive_parameters(student, ref, rng):
     for dims in ((3, 5, 7), (4, 2, 6)):
-        expect_parameters(student, ref, "AdditiveScore", *dims)
+        expect_parameters(student, ref, "AdditiveScore", *dims, hint=NO_BIAS)
 
 
 @check("AdditiveScore", "s_ij = v . tanh(W_q q_i + W_k k_j), shape (..., Nq, Nk), query_dim != key_dim, Nq = 1 too")

@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_same, expect_true, module_pair,
-                   padding_mask, plain, random_mask, same, tensor)
+from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true,
+                   module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "04-multi-head"
 
@@ -79,11 +79,7 @@ def sequences(rng, batch, nq, nk, dim, dtype=torch.float32):
 @check("MultiHeadAttention", "q_proj, k_proj, v_proj, out_proj: nn.Linear(D, D, bias=bias), and no other parameter")
 def mha_parameters(student, ref, rng):
     for dim, heads, bias in ((6, 2, True), (8, 4, False)):
-        expected = {n: tuple(p.shape) for n, p in ref.MultiHeadAttention(dim, heads, bias).state_dict().items()}
-        state = student.call(student.call("MultiHeadAttention", dim, heads, bias, keep=True), method="state_dict")
-        found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
-        expect_true(found == expected, f"MultiHeadAttention({dim}, {heads}, bias={bias}) should have the parameters "
-                    f"{expected} (name: shape), found {found}")
+        expect_parameters(student, ref, "MultiHeadAttention", dim, heads, bias)
 
 
 @check("MultiHeadAttention", "self-attention (out (B, N, D), weights of every head (B, H, N, N)) and cross-attention "

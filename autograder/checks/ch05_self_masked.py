@@ -10,7 +10,8 @@ import functools
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_same, expect_true, module_pair, plain, same, tensor)
+from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true, module_pair,
+                   plain, same, tensor)
 from .. import notebook
 
 ASSIGNMENT = "05-self-masked"
@@ -69,11 +70,7 @@ def sizes(rng):
        weight=0.5)
 def layer_parameters(student, ref, rng):
     for dim, heads in ((6, 2), (8, 4)):
-        expected = {n: tuple(p.shape) for n, p in ref.CausalSelfAttention(dim, heads).state_dict().items()}
-        state = student.call(student.call("CausalSelfAttention", dim, heads, keep=True), method="state_dict")
-        found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
-        expect_true(found == expected, f"CausalSelfAttention({dim}, {heads}) should have the parameters {expected} "
-                    f"(name: shape), found {found}")
+        expect_parameters(student, ref, "CausalSelfAttention", dim, heads)
 
 
 @check("CausalSelfAttention", "the outputs (B, N, D), with no batch dimension and with two")
@@ -142,11 +139,7 @@ LM = (11, 12, 2, 2, 10)  # vocab_size, embed_dim, num_heads, num_layers, context
 
 @check("TinyLM", "token_embedding, position_embedding, blocks (num_layers Blocks), norm, head, and context")
 def lm_parameters(student, ref, rng):
-    expected = {n: tuple(p.shape) for n, p in ref.TinyLM(*LM).state_dict().items()}
-    handle = student.call("TinyLM", *LM, keep=True)
-    state = student.call(handle, method="state_dict")
-    found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
-    expect_true(found == expected, f"TinyLM{LM} should have the parameters {expected} (name: shape), found {found}")
+    handle = expect_parameters(student, ref, "TinyLM", *LM)
     context = student.call(handle, "context", method="__getattribute__")
     expect_true(context == LM[-1], f"TinyLM{LM}.context should be {LM[-1]}, got {describe(context)}")
 

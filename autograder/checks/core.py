@@ -132,6 +132,18 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     return Pair(handle, module, label + " with the grader's parameters, on ")
 
 
+def expect_parameters(student, ref, class_name, *init, hint=""):
+    """The student's `class_name(*init)` holds the reference's parameters: the same names and
+    shapes. Returns the student's object."""
+    expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).state_dict().items()}
+    handle = student.call(class_name, *init, keep=True)
+    state = student.call(handle, method="state_dict")
+    found = {n: tuple(getattr(v, "shape", ())) for n, v in state.items()} if isinstance(state, dict) else state
+    expect_true(found == expected, f"{class_name}{init} should have the parameters {expected} (name: shape), found "
+                f"{found}" + (f": {hint}" if hint else ""))
+    return handle
+
+
 def match_by_shape(student_state, reference_state, label):
     """{student's parameter name: the reference's value of the same shape}."""
     want = sorted(tuple(v.shape) for v in reference_state.values())

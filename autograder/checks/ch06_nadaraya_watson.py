@@ -141,7 +141,7 @@ def nw_limits(student, ref, rng):
 # ---- the softmax form -------------------------------------------------------------------------
 
 equals("nw_attention_weights", "equals the reference at bandwidths 0.5, 1 and 3", "nw_attention_weights",
-       lambda rng: [call(queries(rng, 6), sample(rng, 11)[0], h) for h in (0.5, 1.0, 3.0)])
+       lambda rng: [call(queries(rng, 7), sample(rng, 11)[0], h) for h in (0.5, 1.0, 3.0)])
 
 
 @check("nw_attention_weights", "the weights of Gaussian Nadaraya-Watson: weights @ y equals the estimator")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.checks.core import CheckFailure, expect_close
+from autograder.checks.core import CheckFailure, expect_close, expect_same
 
 
 def failure(got, expected, **kwargs):
@@ -30,6 +30,16 @@ def test_messages_name_what_differs():
 def test_inf_must_match_exactly():
     assert "index [0]" in failure(np.array([np.inf]), np.array([1e308]))
     expect_close(np.array([-np.inf]), np.array([-np.inf]), "f(x)")
+
+
+def test_python_numbers_compare_as_numbers():
+    expect_same(4456448, 4456448, "f(x)")
+    expect_same(np.array(0.5), 0.5, "f(x)")
+    for got, expected, says in ((4456447, 4456448, "expected the int 4456448, got 4456447"),
+                                (4456448.0, 4456448, "expected the int 4456448, got 4456448.0"),
+                                (True, 1, "expected the int 1, got True"), (0.5000001, 0.5, "is 0.5")):
+        with pytest.raises(CheckFailure, match=says):
+            expect_same(got, expected, "f(x)")
 
 
 def package_imports():

@@ -180,8 +180,20 @@ def expect_same(got, expected, what, names=None, **tolerance):
         expect_tuple(got, what, names or [f"item {i}" for i in range(len(expected))])
         for i, (g, e) in enumerate(zip(got, expected)):
             expect_same(g, e, f"{what}: {names[i] if names else f'item {i}'}", **tolerance)
+    elif type(expected) in (int, float):
+        expect_number(got, expected, what, **tolerance)
     else:
         expect_close(got, expected, what, **tolerance)
+
+
+def expect_number(got, expected, what, rtol=None, atol=None, nan_hint=""):
+    """A Python number: an int must be the same int; a float close (tolerance as for float64)."""
+    if type(expected) is int:
+        expect_true(isinstance(got, int) and not isinstance(got, bool) and got == expected,
+                    f"{what}: expected the int {expected}, got {describe(got)}")
+        return
+    expect_close(np.asarray(got) if isinstance(got, (int, float)) else got, np.asarray(expected), what,
+                 rtol=rtol, atol=atol, nan_hint=nan_hint)
 
 
 def expect_tuple(got, what, names):

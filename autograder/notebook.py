@@ -188,7 +188,7 @@ def load_submission(path, assignment):
     return Submission(code_cells=code_cells, warnings=warnings)
 
 
-PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional")
+PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language")
 
 
 @functools.cache

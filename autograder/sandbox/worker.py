@@ -120,6 +120,10 @@ def serve(channel_in, channel_out):
 def preload(modules):
     """Import what the assignment's notebooks import, once, before any student's code."""
     import importlib
+    import os
+    if any(name.split(".")[0] == "triton" for name in modules):
+        # Triton decides at import whether its library runs interpreted; grading runs it so, on the CPU
+        os.environ["TRITON_INTERPRET"] = "1"
     for name in modules:
         try:
             importlib.import_module(name)

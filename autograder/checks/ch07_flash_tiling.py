@@ -1,0 +1,176 @@
+"""Checks of chapter 7, "Flash attention: tiling on the GPU" (NumPy, PyTorch, Triton).
+
+`tiled_attention`'s memory is measured in the student's process: a probe lowers glibc's mmap
+threshold (so that every array above 128 KB is given back to the system when freed), resets the
+process's peak resident memory (/proc/self/clear_refs) and reads it after the call. The Triton
+kernel runs in Triton's interpreter (TRITON_INTERPRET=1) at small sizes.
+"""
+import numpy as np
+import torch
+
+from .core import call, check, describe, equals, expect_same, expect_true, plain, tensor
+from .. import notebook
+
+ASSIGNMENT = "07-flash-tiling"
+EXACT64 = {"rtol": 1e-10, "atol": 1e-12}
+
+
+# ---- online_softmax ---------------------------------------------------------------------------
+
+def rows(rng, shape, scale=3.0):
+    return rng.normal(0, scale, shape)
+
+
+equals("online_softmax", "equals softmax for block sizes 1, 4, 7 (not dividing N), N and more than N", "online_softmax",
+       lambda rng: [call(rows(rng, (4, 29)), b) for b in (1, 4, 7, 29, 64)], rtol=1e-12, atol=1e-15)
+
+equals("online_softmax", "the max grows from block to block: the running sum is rescaled each time", "online_softmax",
+       lambda rng: [call(np.sort(rows(rng, (3, 40), 50.0), axis=-1), b) for b in (3, 8)]
+       + [call(np.linspace(-500, 900, 60)[None], 6)], rtol=1e-12, atol=1e-15)
+
+equals("online_softmax", "-inf entries get weight 0; a row of -inf gives zeros; -inf in a whole first block",
+       "online_softmax",
+       lambda rng: [call(np.array([[-np.inf, -np.inf, 1.0, 2.0, -np.inf, 0.5], [-np.inf] * 6, [3.0, -np.inf, -np.inf,
+                                                                                               -np.inf, -np.inf, 1.0]]),
+                         b) for b in (1, 2, 4)], rtol=1e-12, atol=0.0)
+
+equals("online_softmax", "leading axes are rows too; float32 stays float32, integers give float64", "online_softmax",
+       lambda rng: [call(rows(rng, (2, 3, 10)), 4), call(rows(rng, (3, 9)).astype(np.float32), 4),
+                    call(np.array([[1, 5, 2, 8]]), 3)])
+
+
+# ---- tiled_attention --------------------------------------------------------------------------
+
+def qkv(rng, n_q, n_k, d=8, d_v=6, batch=(2,), dtype=torch.float64):
+    return (tensor(rng, batch + (n_q, d), dtype), tensor(rng, batch + (n_k, d), dtype),
+            tensor(rng, batch + (n_k, d_v), dtype))
+
+
+PAIR = {"names": ("out", "lse")}
+
+equals("tiled_attention", "equals exact attention and its logsumexp, N a multiple of the blocks or not", "tiled_attention",
+       lambda rng: [call(*qkv(rng, 64, 64), block_q=16, block_k=32), call(*qkv(rng, 50, 50), block_q=16, block_k=24),
+                    call(*qkv(rng, 37, 37, batch=(2, 3)), block_q=7, block_k=5), call(*qkv(rng, 20, 20)),
+                    call(*qkv(rng, 100, 100, batch=()), block_q=128, block_k=128)], **PAIR, **EXACT64)
+
+equals("tiled_attention", "Nq different from Nk, and one query", "tiled_attention",
+       lambda rng: [call(*qkv(rng, 30, 70), block_q=16, block_k=16), call(*qkv(rng, 70, 30), block_q=16, block_k=8),
+                    call(*qkv(rng, 1, 45), block_q=4, block_k=8)], **PAIR, **EXACT64)
+
+equals("tiled_attention", "causal, aligned bottom-right: query i sees key j <= i + Nk - Nq", "tiled_attention",
+       lambda rng: [call(*qkv(rng, 50, 50), block_q=16, block_k=16, causal=True),
+                    call(*qkv(rng, 40, 40), block_q=8, block_k=24, causal=True),
+                    call(*qkv(rng, 20, 53), block_q=8, block_k=16, causal=True),
+                    call(*qkv(rng, 5, 64), block_q=64, block_k=64, causal=True)], **PAIR, **EXACT64)
+
+equals("tiled_attention", "causal with Nq > Nk: a query that sees no key gets zeros and lse = -inf, never NaN",
+       "tiled_attention",
+       lambda rng: [call(*qkv(rng, 30, 12), block_q=8, block_k=8, causal=True),
+                    call(*qkv(rng, 9, 4), block_q=4, block_k=2, causal=True)], **PAIR, **EXACT64)
+
+equals("tiled_attention", "float32 stays float32", "tiled_attention",
+       lambda rng: [call(*qkv(rng, 40, 33, dtype=torch.float32), block_q=16, block_k=16),
+                    call(*qkv(rng, 40, 40, dtype=torch.float32), block_q=16, block_k=16, causal=True)],
+       names=("out", "lse"), rtol=1e-4, atol=1e-5)
+
+MEMORY_PROBE = '''
+def _grader_peak_bytes(q, k, v, **kwargs):
+    """How far tiled_attention(q, k, v, **kwargs) raises this process's peak resident memory."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-3, 128 * 1024)     # M_MMAP_THRESHOLD: big arrays are given back when freed
+    libc.prctl(4, 1, 0, 0, 0)        # PR_SET_DUMPABLE: a process that changed user owns its /proc/self again
+    def kilobytes(field):
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(field))
+    tiled_attention(q[..., :512, :], k[..., :512, :], v[..., :512, :], **kwargs)  # torch's first-call buffers
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")              # the peak (VmHWM) starts again from the current size
+    before = kilobytes("VmRSS")
+    result = tiled_attention(q, k, v, **kwargs)
+    return (kilobytes("VmHWM") - before) * 1024
+'''
+MEMORY_N, MEMORY_D, MEMORY_BLOCK = 8192, 16, 256
+
+
+@check("tiled_attention", "holds one block_q x block_k tile of scores at a time (N = 8192: under 4.5 MB)", weight=2)
+def tiled_memory(student, ref, rng):
+    sources, names = notebook.known_good(ASSIGNMENT, "tiled_attention")
+    student.process.use_known_good(sources + [MEMORY_PROBE], names + ["_grader_peak_bytes"])
+    q, k, v = (tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3))
+    output = MEMORY_N * MEMORY_D * 4 + MEMORY_N * 4
+    tile = MEMORY_BLOCK * MEMORY_BLOCK * 4
+    allowed = output + 16 * tile
+    raised = student.call("_grader_peak_bytes", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60,
+                          _label="tiled_attention")
+    expect_true(isinstance(raised, int) and raised <= allowed,
+                f"tiled_attention(q, k, v of shape (1, {MEMORY_N}, {MEMORY_D}), float32, block_q={MEMORY_BLOCK}, "
+                f"block_k={MEMORY_BLOCK}) raised the peak memory by {raised / 2**20:.1f} MB; allowed "
+                f"{allowed / 2**20:.1f} MB (the output and 16 tiles of {tile / 2**20:.2f} MB). The full matrix of "
+                f"scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query block against all keys "
+                f"{MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each query block")
+
+
+# ---- hbm_traffic ------------------------------------------------------------------------------
+
+equals("hbm_traffic", "standard attention (Algorithm 0): 4Nd + 4N^2", "hbm_traffic",
+       lambda rng: [call(n, d, m, "standard") for n, d, m in ((1024, 64, 98304), (4096, 128, 20000), (300, 16, 5000))],
+       atol=0.0, rtol=0.0)
+
+equals("hbm_traffic", "FlashAttention (Algorithm 1): T_c passes over Q, O, l and m, with B_c = ceil(M / 4d)", "hbm_traffic",
+       lambda rng: [call(n, d, m, "flash") for n, d, m in ((1024, 64, 98304), (1024, 64, 32768), (4096, 128, 20000),
+                                                              (1000, 64, 100000), (300, 16, 5000), (64, 64, 10 ** 6))],
+       atol=0.0, rtol=0.0)
+
+
+@check("hbm_traffic", "Theorem 2's shapes: standard grows as N^2, flash as N^2 d^2 / M")
+def traffic_scaling(student, ref, rng):
+    for n in (2048, 8192):
+        standard = student.call("hbm_traffic", n, 64, 98304, "standard")
+        flash = student.call("hbm_traffic", n, 64, 98304, "flash")
+        expect_true(isinstance(standard, int) and isinstance(flash, int),
+                    f"hbm_traffic should return Python ints, got {describe(standard)} and {describe(flash)}")
+        expect_true(flash < standard, f"hbm_traffic({n}, 64, 98304): flash ({flash}) should move fewer elements "
+                    f"than standard ({standard})")
+    small, big = (student.call("hbm_traffic", 8192, 64, m, "flash") for m in (98304 // 4, 98304))
+    expect_true(small > 3 * big, f"hbm_traffic(8192, 64, M, 'flash') should fall about as 1/M: {small} at "
+                f"M = 24576, {big} at M = 98304")
+
+
+# ---- flash_attention_triton -------------------------------------------------------------------
+
+TRITON32 = {"rtol": 1e-4, "atol": 1e-5}
+TRITON16 = {"rtol": 3e-3, "atol": 3e-3}
+
+
+def same_as_exact(student, ref, rng, n_q, n_k, d, causal, dtype=torch.float32, heads=2, tolerance=TRITON32):
+    """flash_attention_triton on (1, heads, n, d) inputs equals attention computed in float64."""
+    q, k, v = (tensor(rng, (1, heads, n, d)).to(dtype) for n in (n_q, n_k, n_k))
+    got = student.call("flash_attention_triton", q, k, v, causal=causal, _time_limit=60)
+    out, lse = ref.tiled_attention(q.double(), k.double(), v.double(), causal=causal)
+    what = f"flash_attention_triton(q {tuple(q.shape)}, k and v {tuple(k.shape)}, {str(dtype)[6:]}, causal={causal})"
+    expect_same(got, (plain(out.to(dtype)), plain(lse.float())), what, names=("out", "lse"), **tolerance)
+
+
+@check("flash_attention_triton", "float32, N not a multiple of the blocks, d = 16, 32 and 64")
+def triton_sizes(student, ref, rng):
+    for n, d in ((17, 16), (50, 32), (40, 64)):
+        same_as_exact(student, ref, rng, n, n, d, causal=False)
+
+
+@check("flash_attention_triton", "Nq different from Nk")
+def triton_rectangular(student, ref, rng):
+    same_as_exact(student, ref, rng, 20, 45, 16, causal=False)
+    same_as_exact(student, ref, rng, 45, 20, 32, causal=False)
+
+
+@check("flash_attention_triton", "causal, bottom-right; a query that sees no key gets zeros and lse = -inf, never NaN")
+def triton_causal(student, ref, rng):
+    for n_q, n_k in ((40, 40), (20, 53), (30, 12)):
+        same_as_exact(student, ref, rng, n_q, n_k, 16, causal=True)
+
+
+@check("flash_attention_triton", "float16 inputs: a float16 output, within 3e-3")
+def triton_half(student, ref, rng):
+    same_as_exact(student, ref, rng, 33, 33, 16, causal=True, dtype=torch.float16, tolerance=TRITON16)
+    same_as_exact(student, ref, rng, 40, 50, 32, causal=False, dtype=torch.float16, tolerance=TRITON16)

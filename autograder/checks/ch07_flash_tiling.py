@@ -5,11 +5,14 @@ threshold (so that every array above 128 KB is given back to the system when fre
 process's peak resident memory (/proc/self/clear_refs) and reads it after the call. The Triton
 kernel runs in Triton's interpreter (TRITON_INTERPRET=1) at small sizes.
 """
+import math
+
 import numpy as np
 import torch
 
-from .core import call, check, describe, equals, expect_same, expect_true, plain, tensor
+from .core import call, check, describe, equals, expect_same, expect_true, expect_tuple, plain, tensor
 from .. import notebook
+from ..sandbox.calls import StudentError
 
 ASSIGNMENT = "07-flash-tiling"
 EXACT64 = {"rtol": 1e-10, "atol": 1e-12}
@@ -53,6 +56,11 @@ equals("tiled_attention", "equals exact attention and its logsumexp, N a multipl
                     call(*qkv(rng, 37, 37, batch=(2, 3)), block_q=7, block_k=5), call(*qkv(rng, 20, 20)),
                     call(*qkv(rng, 100, 100, batch=()), block_q=128, block_k=128)], **PAIR, **EXACT64)
 
+equals("tiled_attention", "large scores (several hundred): the running max keeps exp from overflowing", "tiled_attention",
+       lambda rng: [call(*(t * s for t, s in zip(qkv(rng, 40, 40), (40.0, 40.0, 1.0))), block_q=16, block_k=16),
+                    call(*(t * s for t, s in zip(qkv(rng, 30, 30), (40.0, 40.0, 1.0))), block_q=8, block_k=8,
+                         causal=True)], **PAIR, **EXACT64)
+
 equals("tiled_attention", "Nq different from Nk, and one query", "tiled_attention",
        lambda rng: [call(*qkv(rng, 30, 70), block_q=16, block_k=16), call(*qkv(rng, 70, 30), block_q=16, block_k=8),
                     call(*qkv(rng, 1, 45), block_q=4, block_k=8)], **PAIR, **EXACT64)
@@ -68,7 +76,21 @@ equals("tiled_attention", "causal with Nq > Nk: a query that sees no key gets ze
        lambda rng: [call(*qkv(rng, 30, 12), block_q=8, block_k=8, causal=True),
                     call(*qkv(rng, 9, 4), block_q=4, block_k=2, causal=True)], **PAIR, **EXACT64)
 
-equals("tiled_attention", "float32 stays float32", "tiled_attention",
+@check("tiled_attention", "causal: the key blocks after a query block's last visible key are skipped, not masked")
+def tiled_skips(student, ref, rng):
+    q, k, v = qkv(rng, 48, 48, batch=(1,))
+    expected, expected_lse = ref.tiled_attention(q, k, v, block_q=16, block_k=16, causal=True)
+    k[..., 16:, :], v[..., 16:, :] = math.nan, math.nan   # never seen by queries 0 ... 15
+    out, lse = expect_tuple(student.call("tiled_attention", q, k, v, block_q=16, block_k=16, causal=True),
+                            "tiled_attention(...)", ("out", "lse"))
+    expect_same((out[..., :16, :], lse[..., :16]), (plain(expected[..., :16, :]), plain(expected_lse[..., :16])),
+                "tiled_attention(q, k, v of shape (1, 48, 8), block_q=16, block_k=16, causal=True), with NaN in keys "
+                "and values 16 to 47, which queries 0 to 15 never see: rows 0 to 15 (a NaN there means the blocks "
+                "after the query block's last visible key were computed and masked, not skipped)",
+                names=("out", "lse"), **EXACT64)
+
+
+equals("tiled_attention", "float32 stays float32 (causal too)", "tiled_attention",
        lambda rng: [call(*qkv(rng, 40, 33, dtype=torch.float32), block_q=16, block_k=16),
                     call(*qkv(rng, 40, 40, dtype=torch.float32), block_q=16, block_k=16, causal=True)],
        names=("out", "lse"), rtol=1e-4, atol=1e-5)
@@ -123,7 +145,7 @@ equals("hbm_traffic", "FlashAttention (Algorithm 1): T_c passes over Q, O, l and
        atol=0.0, rtol=0.0)
 
 
-@check("hbm_traffic", "Theorem 2's shapes: standard grows as N^2, flash as N^2 d^2 / M")
+@check("hbm_traffic", "Theorem 2's shapes: flash moves less and falls as 1/M; another method raises a ValueError")
 def traffic_scaling(student, ref, rng):
     for n in (2048, 8192):
         standard = student.call("hbm_traffic", n, 64, 98304, "standard")
@@ -132,6 +154,12 @@ def traffic_scaling(student, ref, rng):
                     f"hbm_traffic should return Python ints, got {describe(standard)} and {describe(flash)}")
         expect_true(flash < standard, f"hbm_traffic({n}, 64, 98304): flash ({flash}) should move fewer elements "
                     f"than standard ({standard})")
+    try:
+        other = student.call("hbm_traffic", 1024, 64, 98304, "sparse")
+    except StudentError as error:
+        other = error
+    expect_true(isinstance(other, StudentError) and "ValueError" in str(other),
+                f"hbm_traffic(1024, 64, 98304, 'sparse') should raise a ValueError, got {describe(other)}")
     small, big = (student.call("hbm_traffic", 8192, 64, m, "flash") for m in (98304 // 4, 98304))
     expect_true(small > 3 * big, f"hbm_traffic(8192, 64, M, 'flash') should fall about as 1/M: {small} at "
                 f"M = 24576, {big} at M = 98304")

@@ -63,6 +63,7 @@ _TRAFFIC = '''
 def hbm_traffic(n, d, sram_elems, method):
     if method == "standard":
         return {standard}
+    {other}
     block_k = {block_k}
     passes = {passes}
     return {flash}
@@ -70,8 +71,9 @@ def hbm_traffic(n, d, sram_elems, method):
 
 
 def _traffic(standard="4 * n * d + 4 * n * n", block_k="math.ceil(sram_elems / (4 * d))",
-             passes="math.ceil(n / block_k)", flash="(n * d + 2 * n) + 2 * n * d + passes * (3 * n * d + 4 * n)"):
-    return _TRAFFIC.format(standard=standard, block_k=block_k, passes=passes, flash=flash)
+             passes="math.ceil(n / block_k)", flash="(n * d + 2 * n) + 2 * n * d + passes * (3 * n * d + 4 * n)",
+             other="if method != \"flash\":\n        raise ValueError(method)"):
+    return _TRAFFIC.format(standard=standard, block_k=block_k, passes=passes, flash=flash, other=other)
 
 
 WRONG = {
@@ -91,6 +93,7 @@ WRONG = {
         "lse_without_the_max": _tiled(lse="torch.where(seen, torch.log(safe_l), -math.inf)"),
         "causal_top_left": _tiled(shift="0", stop="min(n_k, i + q_i.shape[-2]) if causal else n_k"),
         "causal_strict": _tiled(hidden="cols >= rows[:, None] + shift"),
+        "masks_instead_of_skipping": _tiled(stop="n_k"),
         "last_key_block_dropped": _tiled(key_blocks="range(0, max(stop, 0) - block_k + 1, block_k)"),
         "last_query_block_dropped": _tiled(query_blocks="range(0, n_q - block_q + 1, block_q)"),
         "whole_matrix": '''
@@ -126,6 +129,7 @@ def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
         "block_without_the_4": _traffic(block_k="math.ceil(sram_elems / d)"),
         "floor_not_ceiling": _traffic(passes="n // block_k"),
         "no_initialisation": _traffic(flash="2 * n * d + passes * (3 * n * d + 4 * n)"),
+        "any_other_method_counts_as_flash": _traffic(other="pass"),
     },
 }
 

@@ -99,6 +99,7 @@ MEMORY_PROBE = '''
 def _grader_peak_bytes(q, k, v, **kwargs):
     """How far tiled_attention(q, k, v, **kwargs) raises this process's peak resident memory."""
     import ctypes
+    import threading
     libc = ctypes.CDLL("libc.so.6")
     libc.mallopt(-3, 128 * 1024)     # M_MMAP_THRESHOLD: big arrays are given back when freed
     libc.prctl(4, 1, 0, 0, 0)        # PR_SET_DUMPABLE: a process that changed user owns its /proc/self again
@@ -109,8 +110,19 @@ def _grader_peak_bytes(q, k, v, **kwargs):
     with open("/proc/self/clear_refs", "w") as refs:
         refs.write("5")              # the peak (VmHWM) starts again from the current size
     before = kilobytes("VmRSS")
-    result = tiled_attention(q, k, v, **kwargs)
-    return (kilobytes("VmHWM") - before) * 1024
+    sampled, done = [before], threading.Event()
+
+    def watch():                     # a peak that the function resets itself is still seen here
+        while not done.wait(0.0005):
+            sampled.append(kilobytes("VmRSS"))
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = tiled_attention(q, k, v, **kwargs)
+    finally:
+        done.set()
+        watcher.join()
+    return (max(kilobytes("VmHWM"), max(sampled)) - before) * 1024
 '''
 MEMORY_N, MEMORY_D, MEMORY_BLOCK = 8192, 16, 256
 

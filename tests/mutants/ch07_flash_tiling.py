@@ -107,6 +107,22 @@ def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
     weights = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(scores - lse[..., None]))
     return weights @ v, lse
 ''',
+        "whole_matrix_that_resets_the_peak": '''
+def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q), -math.inf)
+    lse = torch.logsumexp(scores, dim=-1)
+    out = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(scores - lse[..., None])) @ v
+    del scores
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:   # hide the peak from a reader of VmHWM
+            refs.write("5")
+    except OSError:
+        pass
+    return out, lse
+''',
         "query_blocks_only": '''
 def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
     n_q, n_k = q.shape[-2], k.shape[-2]

@@ -7,17 +7,23 @@ SUBMISSIONS ?= samples/submitted
 OUT ?= grades
 JOBS ?=
 
-.PHONY: all book test release grade clean
+.PHONY: all book test release grade check clean
+
+# $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM)
+apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+  { apt-get install -y -qq $(2) || { apt-get update -qq && apt-get install -y -qq $(2); }; } >/dev/null 2>&1; } || \
+  echo "warning: could not install $(2): $(3)"
 
 all: test
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
-	@# bubblewrap isolates student code in the autograder; without it grading still works, unisolated
-	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	  { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >/dev/null 2>&1; } || \
-	  echo "warning: could not install bubblewrap: the autograder will run student code without isolation"
+	@# Debian packages, installed when make runs as root: bubblewrap isolates student code in the
+	@# autograder (without it grading still works, unisolated); chromium and its driver run the
+	@# browser test of the built book (without them that test says what is missing and fails)
+	@$(call apt_install,bwrap,bubblewrap,the autograder will run student code without isolation)
+	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
 	touch $(STAMP)
 
 book: $(STAMP)
@@ -29,6 +35,10 @@ test: $(STAMP)
 
 release: $(STAMP)
 	for a in $$(ls solutions); do $(BIN)/nbgrader generate_assignment $$a --no-db --force --log-level=WARN || exit 1; done
+
+check: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
+	$(BIN)/python -m autograder check "$(NB)"
 
 grade: $(STAMP)
 	$(BIN)/python -m autograder grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),-j $(JOBS))

@@ -1,5 +1,7 @@
 """The reference solutions, executed from the source notebooks in solutions/ (trusted code)."""
+import contextlib
 import functools
+import io
 import types
 
 from .notebook import reference_code, source_path
@@ -10,6 +12,7 @@ def load(assignment):
     """The namespace the source notebook's solution cells define, as a module-like object."""
     module = types.ModuleType(f"reference_{assignment.replace('-', '_')}")
     module.__file__ = str(source_path(assignment))
-    for index, source in enumerate(reference_code(assignment)):
-        exec(compile(source, f"<reference {assignment} cell {index}>", "exec"), module.__dict__)
+    with contextlib.redirect_stdout(io.StringIO()):  # what its cells print is not the grader's output
+        for index, source in enumerate(reference_code(assignment)):
+            exec(compile(source, f"<reference {assignment} cell {index}>", "exec"), module.__dict__)
     return module

@@ -32,6 +32,10 @@ def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(tmp_pat
         assert len(broken) == len(exercises(assignment)) and all("not a valid notebook" in r["message"] for r in broken)
         page = (tmp_path / "feedback" / "partial-student" / f"{assignment}.html").read_text()
         assert "expected" in page and "BEGIN" not in page
+    assert "Class summary" in result.stdout
+    summary = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    assert len(summary) == sum(len(exercises(a)) for a in assignments())
+    assert all(row["students"] == "3" and row["not_graded"] == "1" for row in summary)
 
 
 def test_a_second_run_writes_the_same_bytes(tmp_path):

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from . import pipeline, report
+from . import pipeline, report, summary
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 from .sandbox.session import Limits
 
@@ -24,6 +24,13 @@ def main(argv=None):
                            help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
     grade.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
                        help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
+    check = commands.add_parser("check", help="a student's pre-flight check of one notebook: run it as `grade` "
+                                "will, with its visible tests, and say what will cost points (no hidden checks)")
+    check.add_argument("notebook", help="the notebook, <assignment>.ipynb")
+    check.add_argument("--assignment", help="the assignment (default: from the file name, else from its cells)")
+    for action in grade._actions:  # the same limit options as `grade`: the same flags, defaults and help
+        if action.dest.endswith("_seconds") or action.dest == "memory_mb":
+            check._add_action(action)
     scope = commands.add_parser("gradescope", help="build a Gradescope autograder zip for one assignment")
     scope.add_argument("assignment")
     scope.add_argument("--out", help="zip path (default: <assignment>-gradescope.zip)")
@@ -52,6 +59,14 @@ def main(argv=None):
                     notebook_seconds=args.notebook_seconds, exercise_seconds=args.exercise_seconds,
                     submission_seconds=args.submission_seconds,
                     memory_bytes=args.memory_mb * 2**20)
+    if args.command == "check":
+        from .selfcheck import UsageError, main as check_notebook
+        try:
+            text, status = check_notebook(args.notebook, args.assignment, limits)
+        except UsageError as error:
+            parser.error(str(error))  # exit status 2
+        print(text)
+        return status
 
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions} is not a folder")
@@ -72,7 +87,10 @@ def main(argv=None):
         print(f"warning: {problem}", file=sys.stderr)
     path = report.write_grades(graded, args.out)
     report.write_feedback(graded, args.out)
+    summary_path = summary.write_summary(graded, args.out)
     if not args.quiet:
         print(report.table(graded))
-        print(f"\n{path}; feedback in {os.path.join(args.out, 'feedback')}")
+        print("\nClass summary (the most common failure is each student's first failing check):")
+        print(summary.text(graded))
+        print(f"\n{path}; {summary_path}; feedback in {os.path.join(args.out, 'feedback')}")
     return 0

@@ -33,6 +33,7 @@ class Exercise:
 class Submission:
     code_cells: list  # [(number among the notebook's code cells, from 1, source)] to run, in order
     warnings: list = field(default_factory=list)
+    by_grade_id: dict = field(default_factory=dict)  # {nbgrader grade_id: (number, source)}, run or set aside
 
 
 def nbgrader_meta(cell):
@@ -165,6 +166,7 @@ def load_submission(path, assignment):
     if missing:
         warnings.append(f"test cells {', '.join(missing)} were deleted from the notebook; "
                         "the original tests were used")
+    by_grade_id = {}
     code_cells_seen = 0  # code cells are named by their number among the code cells, as a student counts
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -178,6 +180,8 @@ def load_submission(path, assignment):
             warnings.append(f"code cell {code_cells_seen} has no readable source and was skipped")
             continue
         grade_id = nbgrader_meta(cell).get("grade_id")
+        if isinstance(grade_id, str):
+            by_grade_id[grade_id] = (code_cells_seen, source)
         if is_test_cell(cell) or grade_id in test_ids:
             continue  # tests are the grader's business, whatever the submission's copy says
         if grade_id in check_ids:
@@ -185,7 +189,7 @@ def load_submission(path, assignment):
         if is_explore_cell(cell):
             continue  # plots and experiments: nothing graded may depend on them (the guides say so)
         code_cells.append((code_cells_seen, source))
-    return Submission(code_cells=code_cells, warnings=warnings)
+    return Submission(code_cells=code_cells, warnings=warnings, by_grade_id=by_grade_id)
 
 
 PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language")

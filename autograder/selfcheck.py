@@ -1,0 +1,274 @@
+"""`python -m autograder check NOTEBOOK`: a student's pre-flight check of one notebook.
+
+load → run sandboxed → check → report, as `grade` does, with one difference: each exercise's
+original check cell (its visible asserts, from the source notebook) runs where the student's
+notebook has it. The report says, per exercise, what will cost points at grading. It never runs
+the hidden checks: of an exercise it knows only its name, points and the names its reference cell
+defines (`notebook.exercises`), and it imports nothing of `autograder.checks`.
+"""
+import ast
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import NOTEBOOKS_DIR, assignments, notebook
+from .notebook import NotebookError, load_submission
+from .sandbox.calls import StudentError
+from .sandbox.isolation import bubblewrap_works
+from .sandbox.session import Limits, SandboxedStudent
+from .sandbox.worker import python_source
+
+OK, FAIL, NOTE = "ok", "FAIL", "note"
+PROBE_INDEX = "names"  # the last cell run: it answers which of the exercises' names are missing
+PROBE = "__autograder_missing__ = lambda names: [n for n in names if not callable(globals().get(n))]"
+
+
+class UsageError(Exception):
+    """The command was called wrongly (exit status 2)."""
+
+
+@dataclass
+class Block:
+    title: str
+    lines: list = field(default_factory=list)  # [(OK | FAIL | NOTE, text)]
+
+    def add(self, status, text):
+        self.lines.append((status, text))
+
+    @property
+    def problems(self):
+        return sum(status == FAIL for status, _ in self.lines)
+
+
+# -- load ----------------------------------------------------------------------------------
+
+def cell_ids(assignment):
+    return {f"{kind}{e.name}" for e in notebook.exercises(assignment) for kind in ("", "check_", "test_")}
+
+
+def find_assignment(path, override=None):
+    """From --assignment, else the file name `<a>.ipynb`, else the nbgrader grade_ids of its cells."""
+    known = assignments()
+    if override is not None:
+        if override not in known:
+            raise UsageError(f"no assignment {override!r}; the assignments are {', '.join(known)}")
+        return override
+    if path.stem in known:
+        return path.stem
+    present = set(load_submission(path, known[0]).by_grade_id)  # the ids do not depend on the assignment
+    matches = {a: len(present & cell_ids(a)) for a in known}
+    best = max(known, key=matches.get)
+    if not matches[best]:
+        raise UsageError(f"cannot tell which assignment {path.name} is: name it <assignment>.ipynb "
+                         f"or pass --assignment (one of {', '.join(known)})")
+    return best
+
+
+def released_cells(assignment):
+    """{grade_id: source} of the test and check cells as the student received them."""
+    nb = nbformat.read(NOTEBOOKS_DIR / assignment / f"{assignment}.ipynb", as_version=4)
+    return {notebook.nbgrader_meta(c)["grade_id"]: c.source for c in nb.cells
+            if notebook.is_test_cell(c) or notebook.is_check_cell(c)}
+
+
+def check_cell_sources(assignment):
+    return {notebook.nbgrader_meta(c)["grade_id"]: c.source for c in notebook.read_source(assignment).cells
+            if notebook.is_check_cell(c)}
+
+
+def exercise_cells(submission, assignment):
+    """{exercise: number of the student's cell that holds it}: its solution cell, or failing that
+    the last cell run that defines one of its names; absent when there is none."""
+    run = dict(submission.code_cells)
+    found = {}
+    for e in notebook.exercises(assignment):
+        number = submission.by_grade_id.get(e.name, (None,))[0]
+        if number not in run:
+            number = next((n for n, source in reversed(submission.code_cells) if set(_defines(source)) & set(e.defines)),
+                          None)
+        if number is not None:
+            found[e.name] = number
+    return found
+
+
+def _defines(source):
+    try:
+        return notebook.defined_names(python_source(source))
+    except SyntaxError:
+        return ()
+
+
+# -- run sandboxed -------------------------------------------------------------------------
+
+def cells_to_run(submission, assignment, at):
+    """[(index, source)]: the cells the grader runs, each exercise's original check cell where the
+    student's notebook has it (after the exercise's cell `at[exercise]` if the student deleted it,
+    else at the end), and the probe. {exercise: index of its check cell}."""
+    sources = check_cell_sources(assignment)
+    placed = [((n, 0), n, source) for n, source in submission.code_cells]
+    check_index = {}
+    for i, e in enumerate(notebook.exercises(assignment)):
+        grade_id = f"check_{e.name}"
+        if grade_id in submission.by_grade_id:
+            number = submission.by_grade_id[grade_id][0]
+            key, index = (number, 0), number
+        elif e.name in at:
+            key, index = (at[e.name], 1), grade_id
+        else:
+            key, index = (math.inf, i), grade_id
+        placed.append((key, index, sources[grade_id]))
+        check_index[e.name] = index
+    ordered = [(index, source) for _, index, source in sorted(placed, key=lambda p: p[0])]
+    return ordered + [(PROBE_INDEX, PROBE)], check_index
+
+
+def run_sandboxed(cells, names, assignment, limits):
+    """({cell index: error}, missing names or None): the notebook run as the grader runs it."""
+    with SandboxedStudent(cells, limits, notebook.modules_to_preload(assignment)) as student:
+        errors = dict(student.cell_errors)
+        if None in errors:
+            return errors, None
+        try:
+            return errors, set(student.call("__autograder_missing__", list(names)))
+        except StudentError as error:
+            errors[None] = f"the check could not see which functions your notebook defines ({error})"
+            return errors, None
+
+
+# -- check ---------------------------------------------------------------------------------
+
+def _normal(source):
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def calls_input(source):
+    try:
+        tree = ast.parse(python_source(source))
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "input"
+               for node in ast.walk(tree))
+
+
+def input_problems(submission, errors):
+    """{cell number: text} for the cells that call input(), unless running them already said so."""
+    return {n: f"code cell {n} calls input(): a cell that waits for input fails at grading; remove it"
+            for n, source in submission.code_cells if calls_input(source) and "input()" not in errors.get(n, "")}
+
+
+def notebook_block(path, assignment, submission, errors, at, inputs):
+    block = Block("Notebook")
+    if path.name != f"{assignment}.ipynb":
+        block.add(FAIL, f"the grader looks for {assignment}.ipynb: rename the file before you hand it in")
+    if not bubblewrap_works():
+        block.add(NOTE, "bubblewrap is not installed here, so your notebook ran without the grader's sandbox: "
+                        "reading files or the network may work here and fail at grading")
+    for warning in submission.warnings:
+        if not warning.startswith("test cells "):  # deleted test cells: said in their exercises' blocks
+            block.add(NOTE, warning)
+    if None in errors:
+        block.add(FAIL, f"your notebook cannot be graded: {errors[None]}")
+    others = [n for n, _ in submission.code_cells if n not in set(at.values())]
+    for n in others:
+        if n in errors:
+            block.add(FAIL, f"code cell {n}: {errors[n]}")
+        if n in inputs:
+            block.add(FAIL, inputs[n])
+    if any(n in errors for n in others):
+        block.add(NOTE, "the notebook must run top to bottom: at grading, what a failing cell defines is missing "
+                        "for the cells after it")
+    return block
+
+
+def exercise_block(e, submission, errors, missing, number, check_index, released, inputs):
+    block = Block(f"{e.name} ({e.points:g} point{'s' if e.points != 1 else ''})")
+    if None in errors:
+        block.add(FAIL, "not graded: the notebook did not run (see above)")
+        return block
+    if number is None:
+        block.add(FAIL, "no cell of the notebook defines it (was its cell deleted?)")
+    elif number in errors:
+        block.add(FAIL, f"code cell {number}: {errors[number]}")
+    else:
+        block.add(OK, f"code cell {number} runs")
+    if number in inputs:
+        block.add(FAIL, inputs[number])
+    if check_index in errors:
+        where = f" (code cell {check_index})" if isinstance(check_index, int) else ""
+        block.add(FAIL, f"visible tests{where}: {errors[check_index]}")
+    else:
+        block.add(OK, "visible tests pass")
+    lost = [name for name in e.defines if name in missing]
+    if lost:
+        block.add(FAIL, f"{', '.join(lost)}: not defined once the notebook has run, and the grader calls it by this "
+                        "name (renamed? did its cell fail?)")
+    else:
+        block.add(OK, f"defines {', '.join(e.defines)}")
+    test_id, check_id, cells = f"test_{e.name}", f"check_{e.name}", submission.by_grade_id
+    if test_id not in cells:
+        block.add(FAIL, "graded test cell deleted: `python -m autograder grade` restores it, nbgrader does not "
+                        "(its points are lost there): copy it back from a fresh copy of the notebook")
+    if check_id not in cells:
+        block.add(NOTE, "check cell deleted: the grader does not need it (its original ran here)")
+    for grade_id, what in ((check_id, "check cell"), (test_id, "graded test cell")):
+        if grade_id in cells and _normal(cells[grade_id][1]) != _normal(released[grade_id]):
+            block.add(NOTE, f"{what} edited (code cell {cells[grade_id][0]}): your edit is ignored; the original is used")
+    return block
+
+
+def check(path, assignment, limits=Limits()):
+    """[Block]: the notebook's, then one per exercise. Raises NotebookError if it cannot be read."""
+    submission, exercises = load_submission(path, assignment), notebook.exercises(assignment)
+    at = exercise_cells(submission, assignment)
+    cells, check_index = cells_to_run(submission, assignment, at)
+    errors, missing = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits)
+    inputs, released = input_problems(submission, errors), released_cells(assignment)
+    blocks, behind = [notebook_block(path, assignment, submission, errors, at, inputs)], []
+    for e in exercises:
+        block = exercise_block(e, submission, errors, missing or set(), at.get(e.name), check_index[e.name],
+                               released, inputs)
+        failure = errors.get(check_index[e.name], "")
+        own_stub = failure.startswith("NotImplementedError") and f"code cell {at.get(e.name)}," in failure
+        if failure and behind and not own_stub:
+            block.add(NOTE, f"if this comes from {', '.join(behind)} (see above), it costs points there, not here: "
+                            f"the grader checks {e.name} with correct versions of the exercises before it")
+        behind += [e.name] if block.problems else []
+        blocks.append(block)
+    return blocks
+
+
+# -- report --------------------------------------------------------------------------------
+
+def report(path, assignment, limits, blocks):
+    """The text: a head line, the blocks with something to say, the summary."""
+    points = sum(e.points for e in notebook.exercises(assignment))
+    lines = [f"{path.name}: {assignment} ({points:g} points), run as the grader runs it: sandboxed, at most "
+             f"{limits.cell_seconds:g} s a cell and {limits.notebook_seconds:g} s in all.", ""]
+    for block in blocks:
+        if block.lines:
+            lines += [block.title] + [f"  {status:<5} {text}" for status, text in block.lines] + [""]
+    exercises, problems = blocks[1:], sum(b.problems for b in blocks)
+    if not problems:
+        return "\n".join(lines + [f"All {len(exercises)} exercises ready: they run, pass their visible tests and "
+                                   "define their names. (The hidden checks run only at grading.)"])
+    ready = sum(not b.problems for b in exercises)
+    return "\n".join(lines + [f"{ready} of {len(exercises)} exercises ready; "
+                               f"{problems} problem{'s' if problems > 1 else ''} will cost points."])
+
+
+def main(path, assignment=None, limits=Limits()):
+    """(text, exit status): 0 when everything is ready, 1 when something will cost points;
+    UsageError for a path that is not there or an assignment that cannot be told."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise UsageError(f"{path}: no such file")
+    try:
+        assignment = find_assignment(path, assignment)
+        blocks = check(path, assignment, limits)
+    except NotebookError as error:
+        return "\n".join([f"{path.name} cannot be read, so it cannot be graded:", f"  {FAIL:<5} {error}", "",
+                          "Every exercise would score 0; fix the file and run the check again."]), 1
+    return report(path, assignment, limits, blocks), 1 if any(b.problems for b in blocks) else 0

@@ -1,0 +1,178 @@
+"""`python -m autograder check NOTEBOOK`, the student's pre-flight check, on chapter 1's notebook:
+what it says of a solved notebook, of the untouched one and of each mistake that costs points at
+grading, and that it never shows a line of the hidden checks."""
+import ast
+import shutil
+
+import nbformat
+import pytest
+from conftest import BIN, REPO, run
+from submissions import filled_notebook, reference_solutions, student_notebook, write
+
+from autograder import selfcheck
+from autograder.checks import exercise_checks
+from autograder.notebook import exercises, nbgrader_meta
+from autograder.sandbox.session import Limits
+
+A = "01-weights"
+NAMES = [e.name for e in exercises(A)]
+LIMITS = Limits(cell_seconds=10, notebook_seconds=60)
+
+
+def hidden():
+    """The check names of 01-weights and the string literals (20 characters or more) of its checks."""
+    tree = ast.parse((REPO / "autograder" / "checks" / "ch01_weights.py").read_text())
+    literals = {node.value for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) >= 20}
+    return literals | {check.name for name in NAMES for check, _ in exercise_checks(A, name)}
+
+
+HIDDEN = hidden()
+assert len(HIDDEN) > 20  # the check names and the checks' messages
+
+
+def check(path, limits=LIMITS, assignment=None):
+    text, status = selfcheck.main(path, assignment, limits)
+    leaked = [s for s in HIDDEN if s in text]
+    assert not leaked, f"the report shows the hidden checks: {leaked}\n{text}"
+    return text, status
+
+
+def block(text, exercise):
+    """The report's block of one exercise, or of the notebook ("Notebook")."""
+    return next(b for b in text.split("\n\n") if b.split("\n")[0].split(" (")[0] == exercise)
+
+
+def cell_of(nb, grade_id):
+    return next(c for c in nb.cells if nbgrader_meta(c).get("grade_id") == grade_id)
+
+
+def code_number(nb, cell):
+    """The cell's number among the code cells, as the student counts them."""
+    return [c for c in nb.cells if c.cell_type == "code"].index(cell) + 1
+
+
+def test_the_reference_solution_is_ready(tmp_path):
+    text, status = check(write(filled_notebook(A), tmp_path / f"{A}.ipynb"))
+    assert status == 0, text
+    assert "FAIL" not in text and "All 5 exercises ready" in text.splitlines()[-1]
+    for name in NAMES:
+        assert "ok    visible tests pass" in block(text, name) and f"ok    defines {name}" in block(text, name)
+
+
+def test_the_untouched_notebook_says_not_implemented_for_each_exercise():
+    result = run(BIN / "python", "-m", "autograder", "check", REPO / "notebooks" / A / f"{A}.ipynb", check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not [s for s in HIDDEN if s in result.stdout]
+    for name in NAMES:
+        assert f"FAIL  visible tests (code cell" in block(result.stdout, name)
+        assert f"NotImplementedError (in {name}, code cell" in block(result.stdout, name)
+    assert result.stdout.strip().splitlines()[-1] == "0 of 5 exercises ready; 5 problems will cost points."
+
+
+def test_usage_errors_exit_2(tmp_path):
+    missing = run(BIN / "python", "-m", "autograder", "check", tmp_path / "nothing.ipynb", check=False)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    path = write(student_notebook(A), tmp_path / f"{A}.ipynb")
+    wrong = run(BIN / "python", "-m", "autograder", "check", path, "--assignment", "../solutions/01-weights", check=False)
+    assert wrong.returncode == 2 and "no assignment" in wrong.stderr
+    unknown = tmp_path / "notes.ipynb"
+    unknown.write_text(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])))
+    guess = run(BIN / "python", "-m", "autograder", "check", unknown, check=False)
+    assert guess.returncode == 2 and "--assignment" in guess.stderr
+
+
+def test_a_renamed_function_is_missing_at_grading(tmp_path):
+    nb = filled_notebook(A)
+    cell_of(nb, "hardmax").source = cell_of(nb, "hardmax").source.replace("def hardmax(", "def hard_max(")
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 1
+    assert "FAIL  hardmax: not defined once the notebook has run, and the grader calls it by this name" in block(text, "hardmax")
+    assert "NameError: name 'hardmax' is not defined" in block(text, "hardmax")
+    assert text.splitlines()[-1] == "4 of 5 exercises ready; 2 problems will cost points."
+
+
+def test_deleted_and_edited_test_and_check_cells(tmp_path):
+    nb = filled_notebook(A)
+    cell_of(nb, "test_hardmax").source = "print('I get full marks')"
+    nb.cells.remove(cell_of(nb, "test_softmax"))
+    nb.cells.remove(cell_of(nb, "check_entropy"))
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 1, text  # nbgrader does not restore a deleted test cell
+    assert "FAIL  graded test cell deleted: `python -m autograder grade` restores it, nbgrader does not" in block(text, "softmax")
+    assert "note  graded test cell edited (code cell 6): your edit is ignored; the original is used" in block(text, "hardmax")
+    assert "note  check cell deleted: the grader does not need it (its original ran here)" in block(text, "entropy")
+    assert "ok    visible tests pass" in block(text, "entropy")  # the original ran, after the exercise's cell
+    assert text.splitlines()[-1] == "4 of 5 exercises ready; 1 problem will cost points."
+
+
+def test_the_original_check_cell_runs_not_the_edited_one(tmp_path):
+    nb = filled_notebook(A, {"weighted_average": "def weighted_average(items, weights):\n    return items.sum(axis=-2)"})
+    check_cell = cell_of(nb, "check_weighted_average")
+    check_cell.source = "print('all good')"
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 1
+    mine = block(text, "weighted_average")
+    assert f"FAIL  visible tests (code cell {code_number(nb, check_cell)}): AssertionError: one-hot weights select one item" in mine
+    assert f"note  check cell edited (code cell {code_number(nb, check_cell)}): your edit is ignored" in mine
+
+
+def test_input_fails_at_grading(tmp_path):
+    nb = filled_notebook(A, {"entropy": "def ask():\n    return input('base? ')\n\n" + reference_solutions(A)["entropy"]})
+    nb.cells.append(nbformat.v4.new_code_cell("name = input('Your name? ')"))
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 1
+    last = len([c for c in nb.cells if c.cell_type == "code"])
+    assert (f"FAIL  code cell {last}: RuntimeError: input() cannot be answered while the notebook is graded: "
+            "remove it") in block(text, "Notebook")
+    assert "FAIL  code cell 11 calls input(): a cell that waits for input fails at grading" in block(text, "entropy")
+
+
+def test_a_cell_over_its_time_limit(tmp_path):
+    nb = filled_notebook(A)
+    nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass"))
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"), Limits(cell_seconds=1, notebook_seconds=60))
+    assert status == 1
+    assert "time limit: the cell ran for more than 1 s and was stopped" in block(text, "Notebook")
+    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem will cost points."
+
+
+def test_a_syntax_error_costs_its_exercise_and_what_calls_it(tmp_path):
+    nb = filled_notebook(A, {"entropy": "def entropy(weights, axis=-1):\n    return (("})
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 1
+    mine = block(text, "entropy")
+    assert "FAIL  code cell 11: SyntaxError" in mine and "FAIL  entropy: not defined once the notebook has run" in mine
+    # effective_count calls entropy: its visible tests fail here (at grading it gets a correct entropy)
+    assert "NameError: name 'entropy' is not defined" in block(text, "effective_count")
+    assert "note  if this comes from entropy (see above), it costs points there, not here" in block(text, "effective_count")
+
+
+def test_an_unreadable_file(tmp_path):
+    path = write(filled_notebook(A), tmp_path / f"{A}.ipynb")
+    path.write_bytes(path.read_bytes()[:500])
+    text, status = check(path)
+    assert status == 1
+    assert "cannot be read, so it cannot be graded" in text and "is not a valid notebook file (invalid JSON" in text
+
+
+def test_a_notebook_with_another_name_is_found_by_its_cells_and_told_to_be_renamed(tmp_path):
+    text, status = check(write(filled_notebook(A), tmp_path / f"Copy of {A}.ipynb"))
+    assert status == 1 and text.startswith(f"Copy of {A}.ipynb: {A} (12 points)")
+    assert f"FAIL  the grader looks for {A}.ipynb: rename the file before you hand it in" in block(text, "Notebook")
+    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem will cost points."
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap's isolation")
+def test_a_notebook_cannot_read_the_solutions_or_checks_through_the_report(tmp_path):
+    """The check prints the student's own error messages back: a cell that reads the reference
+    solutions or the hidden checks and raises with their text must find nothing to raise."""
+    nb = filled_notebook(A)
+    steal = (f"import glob\nfiles = glob.glob('{REPO}/solutions/*/*.ipynb') + glob.glob('{REPO}/autograder/checks/*.py')\n"
+             f"raise RuntimeError(' '.join(open(f).read()[-250:] for f in files) or "
+             f"open('{REPO}/autograder/checks/ch01_weights.py').read())")
+    nb.cells.append(nbformat.v4.new_code_cell(steal))
+    nb.cells.append(nbformat.v4.new_code_cell("import autograder.checks.ch01_weights as c\nraise RuntimeError(str(vars(c)))"))
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))  # `check` asserts no hidden line is shown
+    assert status == 1
+    assert "FileNotFoundError" in block(text, "Notebook") and "ModuleNotFoundError" in block(text, "Notebook")

@@ -43,3 +43,11 @@ def setuid_files_since(root, start):
 @pytest.fixture(scope="session")
 def repo():
     return REPO
+
+
+@pytest.fixture(scope="module")
+def build():
+    """The built book in _build/html: built once per test run, shared by every module that
+    reads it (test_book.py, test_browser.py); see book_build.py."""
+    from book_build import build_book
+    yield from build_book()

@@ -1,30 +1,17 @@
 """The book builds, serves its maths locally, draws its figures, offers the student
 notebooks for download, and publishes no solution or hidden-test code.
 
-The book is built once per test module (and once per pytest-xdist worker that runs these
-tests; the builds take turns under a file lock, and a worker reuses a build already made in
-the same test run), into the repository's `_build/`, with the same command as `make book`.
-The jupyter cache in `_build/.jupyter_cache` makes a warm build take seconds.
+The book is built once per test run (the `build` fixture of conftest.py, see book_build.py),
+into the repository's `_build/`, with the same command as `make book`; test_browser.py reads
+the same build.
 """
-import fcntl
 import html
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
-import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "_build"
-HTML = BUILD / "html"
-LOCK = BUILD / ".test-book-build.lock"
-STAMP = BUILD / ".test-book-build.json"
-BUILD_TIMEOUT_S = 1200
+from book_build import BUILD, HTML, LOCK, ROOT, STAMP, chapter_pages, student_notebooks, toc_files
 
 MARKERS = ["### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
            "### END HIDDEN TESTS", "BEGIN HIDDEN TESTS", "BEGIN SOLUTION"]
@@ -32,74 +19,6 @@ MIN_LINE = 25                          # shorter lines are too generic to be evi
 
 CDN = re.compile(r"(cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|jsdelivr|"
                  r"https?://[^\"'\s>]*mathjax)", re.IGNORECASE)
-
-
-def jupyter_book_command():
-    script = Path(sys.executable).parent / "jupyter-book"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
-
-
-@pytest.fixture(scope="module")
-def build():
-    """Build the book (or reuse this test run's build); hold a shared lock while testing."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    BUILD.mkdir(exist_ok=True)
-    with open(LOCK, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            result = None
-            if run_id and STAMP.exists():
-                stamp = json.loads(STAMP.read_text())
-                if stamp.get("run") == run_id:
-                    result = stamp
-            if result is None:
-                command = jupyter_book_command() + [
-                    "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going"]
-                for _ in range(2):
-                    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                                          timeout=BUILD_TIMEOUT_S)
-                    result = {"run": run_id, "returncode": proc.returncode,
-                              "log": (proc.stdout + proc.stderr)[-20000:]}
-                    # A kernel that dies before it answers is the machine's race, not the book's: its
-                    # TCP ports were chosen free and then taken, most likely by another test's kernel
-                    # (seen once in a fresh-clone run beside nbgrader's grading). Pages already run
-                    # are cached, so one more build costs little.
-                    if proc.returncode == 0 or "Kernel died before replying to kernel_info" not in result["log"]:
-                        break
-                STAMP.write_text(json.dumps(result))
-            # Readers share the lock; the next build waits until every reader is done.
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            yield result
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def toc_files():
-    """Every document listed in _toc.yml, as a path relative to the root without suffix."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                found.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return found
-
-
-def chapter_pages():
-    return [f for f in toc_files() if re.fullmatch(r"book/\d\d-[\w-]+", f)]
-
-
-def student_notebooks():
-    return [f for f in toc_files() if f.startswith("notebooks/")]
 
 
 def built_files():

@@ -1,0 +1,128 @@
+"""The built book, shared by the test modules that read it (test_book.py, test_browser.py).
+
+The book is built into the repository's `_build/` with the same command as `make book`, once
+per test run: the first module (on any pytest-xdist worker) that asks for it builds it under a
+file lock and writes a stamp naming the test run; every later module of the same run, on the
+same worker or another, finds the stamp and reuses that build. The jupyter cache in
+`_build/.jupyter_cache` makes a warm build take seconds.
+"""
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+LOCK = BUILD / ".test-book-build.lock"
+STAMP = BUILD / ".test-book-build.json"
+BUILD_TIMEOUT_S = 1200
+# Developers who build by hand beside the tests take this lock too
+# (`flock /tmp/book-build.lock jupyter-book build ...`): the tests' build waits for theirs.
+DEVELOPER_LOCK = Path("/tmp/book-build.lock")
+
+# One id per test run: pytest-xdist gives every worker of a run the same one; without xdist the
+# run is this one process.
+RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"process-{uuid.uuid4().hex}"
+
+
+def jupyter_book_command():
+    script = Path(sys.executable).parent / "jupyter-book"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
+
+
+def open_developer_lock():
+    """/tmp/book-build.lock, or None where it cannot be opened (it may belong to another user)."""
+    try:
+        return open(DEVELOPER_LOCK, "a+")
+    except OSError:
+        return None
+
+
+def this_runs_build():
+    if STAMP.exists():
+        try:
+            stamp = json.loads(STAMP.read_text())
+        except ValueError:
+            return None
+        if stamp.get("run") == RUN_ID:
+            return stamp
+    return None
+
+
+def build_book():
+    """Build the book (or reuse this test run's build); hold a shared lock while testing.
+
+    A generator for a pytest fixture: it yields {"run", "returncode", "log"}. The build runs
+    under an exclusive lock; readers share it, so modules that reuse the build read at once.
+    """
+    BUILD.mkdir(exist_ok=True)
+    with open(LOCK, "a+") as handle:
+        developer = open_developer_lock()
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            result = this_runs_build()
+            if result is None:
+                fcntl.flock(handle, fcntl.LOCK_EX)     # (not atomic: look at the stamp again)
+                result = this_runs_build()
+            if result is None:
+                command = jupyter_book_command() + [
+                    "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going"]
+                if developer:
+                    fcntl.flock(developer, fcntl.LOCK_EX)
+                for _ in range(2):
+                    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                          timeout=BUILD_TIMEOUT_S)
+                    result = {"run": RUN_ID, "returncode": proc.returncode,
+                              "log": (proc.stdout + proc.stderr)[-20000:]}
+                    # A kernel that dies before it answers is the machine's race, not the book's: its
+                    # TCP ports were chosen free and then taken, most likely by another test's kernel
+                    # (seen once in a fresh-clone run beside nbgrader's grading). Pages already run
+                    # are cached, so one more build costs little.
+                    if proc.returncode == 0 or "Kernel died before replying to kernel_info" not in result["log"]:
+                        break
+                STAMP.write_text(json.dumps(result))
+            # Readers share the locks: the next build, ours or a developer's, waits until every
+            # reader is done.
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            if developer:
+                fcntl.flock(developer, fcntl.LOCK_SH)
+            yield result
+        finally:
+            if developer:
+                developer.close()             # (closing it releases its lock)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def toc_files():
+    """Every document listed in _toc.yml, as a path relative to the root without suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    found = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                found.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return found
+
+
+def chapter_pages():
+    return [f for f in toc_files() if re.fullmatch(r"book/\d\d-[\w-]+", f)]
+
+
+def student_notebooks():
+    return [f for f in toc_files() if f.startswith("notebooks/")]

@@ -13,6 +13,11 @@ def _number(x):
     return format(round(float(x), 6), ".10g")
 
 
+def shown(x):
+    """A score as a reader wants it: 0.67, not 0.666667 (grades.csv keeps the precise number)."""
+    return format(round(float(x), 2), "g")
+
+
 def write_grades(graded_list, out_dir):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -31,7 +36,7 @@ def feedback_html(graded):
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
              ".pass{color:#1a7f37}.fail{color:#b42318}.skip{color:#666}td,th{padding:.2em .6em;text-align:left;vertical-align:top}"
              "code{background:#f4f4f4}</style></head><body>",
-             f"<h1>{e(graded.assignment)}: {_number(graded.score)} / {_number(graded.max_score)} points</h1>",
+             f"<h1>{e(graded.assignment)}: {shown(graded.score)} / {shown(graded.max_score)} points</h1>",
              f"<p>Feedback for <b>{e(graded.student)}</b>. Each exercise's points are split over its checks; "
              "a failing check says on which input your code went wrong and how.</p>"]
     if graded.problem:
@@ -40,12 +45,12 @@ def feedback_html(graded):
         parts.append("<h2>While running your notebook</h2><ul>" +
                      "".join(f"<li>{e(n)}</li>" for n in graded.notes) + "</ul>")
     for exercise in graded.exercises:
-        parts.append(f"<h2><code>{e(exercise.name)}</code>: {_number(exercise.score)} / {_number(exercise.max_score)}</h2>")
+        parts.append(f"<h2><code>{e(exercise.name)}</code>: {shown(exercise.score)} / {shown(exercise.max_score)}</h2>")
         parts.append("<table><tr><th></th><th>check</th><th>points</th><th>what went wrong</th></tr>")
         for r in exercise.checks:
             mark = ("<span class='pass'>✓</span>" if r.passed else "<span class='fail'>✗</span>" if r.ran
                     else "<span class='skip'>not run</span>")
-            points = f"{_number(r.points)}&nbsp;/&nbsp;{_number(r.max_points)}" if r.ran else f"–&nbsp;/&nbsp;{_number(r.max_points)}"
+            points = f"{shown(r.points)}&nbsp;/&nbsp;{shown(r.max_points)}" if r.ran else f"–&nbsp;/&nbsp;{shown(r.max_points)}"
             message = r.message if r.ran else ""  # the reason not to run is said once, above
             parts.append(f"<tr><td>{mark}</td><td>{e(r.name)}</td><td>{points}</td><td>{e(message)}</td></tr>")
         parts.append("</table>")
@@ -63,7 +68,7 @@ def table(graded_list):
     """A plain-text table: one line per student, one column per assignment."""
     assignments = sorted({g.assignment for g in graded_list})
     students = sorted({g.student for g in graded_list})
-    cell = {(g.student, g.assignment): f"{_number(g.score)}/{_number(g.max_score)}" for g in graded_list}
+    cell = {(g.student, g.assignment): f"{shown(g.score)}/{shown(g.max_score)}" for g in graded_list}
     width = max([len("student")] + [len(s) for s in students])
     lines = ["student".ljust(width) + "".join(f"  {a:>18}" for a in assignments)]
     for s in students:

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .files import atomic_write
+from .report import shown
 
 COLUMNS = ["assignment", "exercise", "max_score", "students", "mean_score", "lost_points",
            "not_graded", "most_common_failure", "failure_count", "example_message"]
@@ -58,17 +59,13 @@ def summarise(graded_list):
     return list(found.values())
 
 
-def _number(x):
-    return format(round(float(x), 2), "g")
-
-
 def write_summary(graded_list, out_dir):
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     for s in summarise(graded_list):
         name, count, message = s.most_common() or ("", 0, "")
-        writer.writerow([s.assignment, s.exercise, _number(s.max_score), s.students, _number(s.mean_score),
+        writer.writerow([s.assignment, s.exercise, shown(s.max_score), s.students, shown(s.mean_score),
                          s.lost_points, s.not_graded, name, count, message[:300]])
     path = os.path.join(out_dir, "summary.csv")
     atomic_write(path, buffer.getvalue())
@@ -85,7 +82,7 @@ def text(graded_list, width=110):
             lines.append(f"{assignment}:")
         top = s.most_common()
         failure = f"{top[0]} ({top[1]})" if top else "-"
-        mean = f"{_number(s.mean_score)}/{_number(s.max_score)}"
+        mean = f"{shown(s.mean_score)}/{shown(s.max_score)}"
         lost = f"{s.lost_points} of {s.students}"
         lines.append(f"  {s.exercise:<32} {mean:>11} {lost:>12} {s.not_graded:>11}  {failure}")
         if top:

@@ -128,3 +128,16 @@ def test_symlinks_hard_links_and_huge_notebooks_are_refused_with_a_message(tmp_p
     os.symlink(source_path(A), tmp_path / "gs" / f"{A}.ipynb")
     data = results_json(A, tmp_path / "gs", tmp_path / "results.json")
     assert data["score"] == 0 and "symbolic link" in data["output"]
+
+
+def test_feedback_and_table_show_scores_to_two_decimals_and_the_csv_keeps_them(tmp_path):
+    from autograder.report import feedback_html, table, write_grades
+    from autograder.results import CheckResult, ExerciseResult, Graded
+    third = 2 / 3
+    graded = Graded("student", A, [ExerciseResult("softmax", 2.0, [CheckResult("a", third, third),
+                                                                    CheckResult("b", 0.0, 2 - third, "wrong")])])
+    page, text = feedback_html(graded), table([graded])
+    assert "0.67 / 2" in page and "0.67&nbsp;/&nbsp;0.67" in page and "0.666667" not in page
+    assert "0.67/2" in text
+    write_grades([graded], tmp_path)
+    assert "0.666667" in (tmp_path / "grades.csv").read_text()

@@ -7,7 +7,10 @@
 - `reference`  the reference solutions, read from solutions/ (the single source of truth);
 - `results`    what grading produces (check, exercise and notebook results), as plain data;
 - `pipeline`   grades a folder of submissions; `journal` keeps results as they come; `report`
-               writes grades.csv and feedback (`files` writes atomically).
+               writes grades.csv and feedback (`files` writes atomically); `summary` the class
+               summary beside them;
+- `selfcheck`  a student's pre-flight check of one notebook (`python -m autograder check`): the
+               notebook run as `grade` runs it, with its visible tests, never the hidden checks.
 """
 from pathlib import Path
 

@@ -19,6 +19,12 @@ SOLUTIONS_DIR = REPO_ROOT / "solutions"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
 
+def has_solutions():
+    """False in a student's copy of the course, which has notebooks/ but not solutions/."""
+    return SOLUTIONS_DIR.is_dir()
+
+
 def assignments():
-    """Assignment names in chapter order: the folders of solutions/."""
-    return sorted(p.name for p in SOLUTIONS_DIR.iterdir() if (p / f"{p.name}.ipynb").is_file())
+    """Assignment names in chapter order: the folders of solutions/ (of notebooks/ in a student's copy)."""
+    root = SOLUTIONS_DIR if has_solutions() else NOTEBOOKS_DIR
+    return sorted(p.name for p in root.iterdir() if (p / f"{p.name}.ipynb").is_file())

@@ -3,7 +3,7 @@ import argparse
 import os
 import sys
 
-from . import pipeline, report, summary
+from . import has_solutions, report, summary
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 from .sandbox.session import Limits
 
@@ -70,9 +70,13 @@ def main(argv=None):
 
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions} is not a folder")
+    if not has_solutions():
+        parser.error("grading needs the course's solutions/ folder (a student's copy has only notebooks/: "
+                     "use `check`)")
 
     if not bubblewrap_works():
         print(f"\n*** WARNING: {NOT_ISOLATED} ***\n", file=sys.stderr)
+    from . import pipeline  # imports the checks: only grading does (`check` must run without them)
 
     def progress(done, total, graded):
         if not args.quiet:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from . import SOLUTIONS_DIR
+from . import NOTEBOOKS_DIR, SOLUTIONS_DIR, has_solutions
 
 SOLUTION_BEGIN = "### BEGIN SOLUTION"
 SOLUTION_END = "### END SOLUTION"
@@ -46,7 +46,10 @@ def is_test_cell(cell):
 
 
 def source_path(assignment):
-    return SOLUTIONS_DIR / assignment / f"{assignment}.ipynb"
+    """solutions/<a>/<a>.ipynb; in a student's copy of the course, the released notebook, which has
+    the same cells, ids and points with stubs for solutions: enough for `check`, never for grading
+    (`reference.load` refuses it)."""
+    return (SOLUTIONS_DIR if has_solutions() else NOTEBOOKS_DIR) / assignment / f"{assignment}.ipynb"
 
 
 def read_source(assignment):

@@ -176,3 +176,26 @@ def test_a_notebook_cannot_read_the_solutions_or_checks_through_the_report(tmp_p
     text, status = check(write(nb, tmp_path / f"{A}.ipynb"))  # `check` asserts no hidden line is shown
     assert status == 1
     assert "FileNotFoundError" in block(text, "Notebook") and "ModuleNotFoundError" in block(text, "Notebook")
+
+
+def test_a_students_copy_without_solutions_checks_but_does_not_grade(tmp_path):
+    """A student's copy of the course has the package and notebooks/, not solutions/: `check`
+    works from the released notebooks; `grade` refuses (it would grade against stubs)."""
+    copy = tmp_path / "course"
+    for folder in ("autograder", "notebooks"):
+        shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__", "checks"))
+    solved = write(filled_notebook(A), tmp_path / f"{A}.ipynb")
+    # the hidden checks' code may be left out of the copy: `check` never imports it
+    script = ("import sys; from autograder import cli; status = cli.main(['check', sys.argv[1]]); "
+              "print('checks imported:', 'autograder.checks' in sys.modules); sys.exit(status)")
+    result = run(BIN / "python", "-c", script, solved, cwd=copy, check=False)
+    assert result.returncode == 0 and "All 5 exercises ready" in result.stdout, result.stdout + result.stderr
+    assert "checks imported: False" in result.stdout
+    untouched = write(student_notebook(A), tmp_path / "untouched" / f"{A}.ipynb")
+    result = run(BIN / "python", "-m", "autograder", "check", untouched, cwd=copy, check=False)
+    assert result.returncode == 1 and "NotImplementedError" in block(result.stdout, "softmax")
+    (tmp_path / "class" / "ada" / A).mkdir(parents=True)
+    shutil.copy(solved, tmp_path / "class" / "ada" / A)
+    result = run(BIN / "python", "-m", "autograder", "grade", tmp_path / "class", "--out", tmp_path / "grades",
+                 cwd=copy, check=False)
+    assert result.returncode == 2 and "grading needs the course's solutions/ folder" in result.stderr

@@ -34,6 +34,7 @@ class Submission:
     code_cells: list  # [(number among the notebook's code cells, from 1, source)] to run, in order
     warnings: list = field(default_factory=list)
     by_grade_id: dict = field(default_factory=dict)  # {nbgrader grade_id: (number, source)}, run or set aside
+    explore: list = field(default_factory=list)      # numbers of the `explore` cells, set aside
 
 
 def nbgrader_meta(cell):
@@ -169,7 +170,7 @@ def load_submission(path, assignment):
     if missing:
         warnings.append(f"test cells {', '.join(missing)} were deleted from the notebook; "
                         "the original tests were used")
-    by_grade_id = {}
+    by_grade_id, explore = {}, []
     code_cells_seen = 0  # code cells are named by their number among the code cells, as a student counts
     for index, cell in enumerate(data["cells"]):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -190,9 +191,10 @@ def load_submission(path, assignment):
         if grade_id in check_ids:
             continue  # the visible asserts are the student's own feedback, not graded
         if is_explore_cell(cell):
+            explore.append(code_cells_seen)
             continue  # plots and experiments: nothing graded may depend on them (the guides say so)
         code_cells.append((code_cells_seen, source))
-    return Submission(code_cells=code_cells, warnings=warnings, by_grade_id=by_grade_id)
+    return Submission(code_cells=code_cells, warnings=warnings, by_grade_id=by_grade_id, explore=explore)
 
 
 PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language")

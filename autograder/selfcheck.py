@@ -2,7 +2,7 @@
 
 load → run sandboxed → check → report, as `grade` does, with one difference: each exercise's
 original check cell (its visible asserts, from the source notebook) runs where the student's
-notebook has it. The report says, per exercise, what will cost points at grading. It never runs
+notebook has it. The report says, per exercise, what can cost points at grading. It never runs
 the hidden checks: of an exercise it knows only its name, points and the names its reference cell
 defines (`notebook.exercises`), and it imports nothing of `autograder.checks`.
 """
@@ -166,6 +166,10 @@ def notebook_block(path, assignment, submission, errors, at, inputs):
     if not bubblewrap_works():
         block.add(NOTE, "bubblewrap is not installed here, so your notebook ran without the grader's sandbox: "
                         "reading files or the network may work here and fail at grading")
+    if submission.explore:
+        numbers = ", ".join(map(str, submission.explore))
+        block.add(NOTE, f"code cell{'s' if len(submission.explore) > 1 else ''} {numbers}: tagged `explore`, not run "
+                        "here nor at grading; your exercises must not need what they define")
     for warning in submission.warnings:
         if not warning.startswith("test cells "):  # deleted test cells: said in their exercises' blocks
             block.add(NOTE, warning)
@@ -256,11 +260,11 @@ def report(path, assignment, limits, blocks):
                                    "define their names. (The hidden checks run only at grading.)"])
     ready = sum(not b.problems for b in exercises)
     return "\n".join(lines + [f"{ready} of {len(exercises)} exercises ready; "
-                               f"{problems} problem{'s' if problems > 1 else ''} will cost points."])
+                               f"{problems} problem{'s' if problems > 1 else ''} to fix before you hand it in."])
 
 
 def main(path, assignment=None, limits=Limits()):
-    """(text, exit status): 0 when everything is ready, 1 when something will cost points;
+    """(text, exit status): 0 when everything is ready, 1 when something is to fix;
     UsageError for a path that is not there or an assignment that cannot be told."""
     path = Path(path)
     if not os.path.lexists(path):

@@ -56,6 +56,7 @@ def test_the_reference_solution_is_ready(tmp_path):
     text, status = check(write(filled_notebook(A), tmp_path / f"{A}.ipynb"))
     assert status == 0, text
     assert "FAIL" not in text and "All 5 exercises ready" in text.splitlines()[-1]
+    assert "tagged `explore`, not run here nor at grading" in block(text, "Notebook")
     for name in NAMES:
         assert "ok    visible tests pass" in block(text, name) and f"ok    defines {name}" in block(text, name)
 
@@ -67,7 +68,7 @@ def test_the_untouched_notebook_says_not_implemented_for_each_exercise():
     for name in NAMES:
         assert f"FAIL  visible tests (code cell" in block(result.stdout, name)
         assert f"NotImplementedError (in {name}, code cell" in block(result.stdout, name)
-    assert result.stdout.strip().splitlines()[-1] == "0 of 5 exercises ready; 5 problems will cost points."
+    assert result.stdout.strip().splitlines()[-1] == "0 of 5 exercises ready; 5 problems to fix before you hand it in."
 
 
 def test_usage_errors_exit_2(tmp_path):
@@ -89,7 +90,7 @@ def test_a_renamed_function_is_missing_at_grading(tmp_path):
     assert status == 1
     assert "FAIL  hardmax: not defined once the notebook has run, and the grader calls it by this name" in block(text, "hardmax")
     assert "NameError: name 'hardmax' is not defined" in block(text, "hardmax")
-    assert text.splitlines()[-1] == "4 of 5 exercises ready; 2 problems will cost points."
+    assert text.splitlines()[-1] == "4 of 5 exercises ready; 2 problems to fix before you hand it in."
 
 
 def test_deleted_and_edited_test_and_check_cells(tmp_path):
@@ -103,7 +104,7 @@ def test_deleted_and_edited_test_and_check_cells(tmp_path):
     assert "note  graded test cell edited (code cell 6): your edit is ignored; the original is used" in block(text, "hardmax")
     assert "note  check cell deleted: the grader does not need it (its original ran here)" in block(text, "entropy")
     assert "ok    visible tests pass" in block(text, "entropy")  # the original ran, after the exercise's cell
-    assert text.splitlines()[-1] == "4 of 5 exercises ready; 1 problem will cost points."
+    assert text.splitlines()[-1] == "4 of 5 exercises ready; 1 problem to fix before you hand it in."
 
 
 def test_the_original_check_cell_runs_not_the_edited_one(tmp_path):
@@ -134,7 +135,7 @@ def test_a_cell_over_its_time_limit(tmp_path):
     text, status = check(write(nb, tmp_path / f"{A}.ipynb"), Limits(cell_seconds=1, notebook_seconds=60))
     assert status == 1
     assert "time limit: the cell ran for more than 1 s and was stopped" in block(text, "Notebook")
-    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem will cost points."
+    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem to fix before you hand it in."
 
 
 def test_a_syntax_error_costs_its_exercise_and_what_calls_it(tmp_path):
@@ -160,7 +161,7 @@ def test_a_notebook_with_another_name_is_found_by_its_cells_and_told_to_be_renam
     text, status = check(write(filled_notebook(A), tmp_path / f"Copy of {A}.ipynb"))
     assert status == 1 and text.startswith(f"Copy of {A}.ipynb: {A} (12 points)")
     assert f"FAIL  the grader looks for {A}.ipynb: rename the file before you hand it in" in block(text, "Notebook")
-    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem will cost points."
+    assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem to fix before you hand it in."
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap's isolation")

@@ -189,7 +189,7 @@ def expect_as_torch(student, rng, dim, heads, bias, double=False):
     got = student.call(mine, q, k, v, pad[:, None, None, :], _label=f"mha_from_torch({label})")
     with torch.no_grad():
         expected = module(q, k, v, key_padding_mask=~pad, average_attn_weights=False)
-    expect_same(got, plain(expected), f"mha_from_torch(m = {label} with the grader's parameters)(q, k, v, "
+    expect_same(got, plain(expected), f"mha_from_torch(m = {label} with parameters the grader loaded into it)(q, k, v, "
                 "pad[:, None, None, :]) against m(q, k, v, key_padding_mask=~pad, average_attn_weights=False) "
                 f"for q {describe(q)}, k and v {describe(k)}", names=OUT_WEIGHTS, **tolerance_for(dtype))
 

@@ -247,7 +247,7 @@ def generated(student, ref, rng, n_prompt, n_new, **options):
     got = student.call("generate", pair.handle, prompt, n_new, **options)
     expected = ref.generate(pair.module, prompt, n_new, **options)
     shown = ", ".join(f"{k}={v}" for k, v in options.items())
-    expect_same(got, plain(expected), f"generate(TinyLM{GEN_LM} with the grader's parameters, prompt "
+    expect_same(got, plain(expected), f"generate(TinyLM{GEN_LM} with parameters the grader loaded into it, prompt "
                 f"{describe(prompt)}, {n_new}, {shown})", names=("tokens", "logits"), **FLOAT32)
 
 

@@ -129,7 +129,7 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     if double:
         handle, module, label = student.call(handle, method="double", keep=True), module.double(), label + ".double()"
     module.eval()
-    return Pair(handle, module, label + " with the grader's parameters, on ")
+    return Pair(handle, module, label + " with parameters the grader loaded into it, on ")
 
 
 def expect_parameters(student, ref, class_name, *init, hint=""):

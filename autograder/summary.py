@@ -86,5 +86,6 @@ def text(graded_list, width=110):
         lost = f"{s.lost_points} of {s.students}"
         lines.append(f"  {s.exercise:<32} {mean:>11} {lost:>12} {s.not_graded:>11}  {failure}")
         if top:
-            lines.append(f"  {'':<32}   e.g. {top[2]}"[:width])
+            example = f"  {'':<32}   e.g. {top[2]}"
+            lines.append(example if len(example) <= width else example[:width - 1] + "…")  # whole in summary.csv
     return "\n".join(lines)

@@ -16,21 +16,19 @@ def main(argv=None):
     grade.add_argument("--out", required=True, help="folder for grades.csv and feedback/")
     grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="parallel workers (default: cores)")
     grade.add_argument("--quiet", action="store_true", help="no progress and no table")
-    defaults = Limits()
-    for name, help_text in (("cell_seconds", "one notebook cell"), ("call_seconds", "one call of a student's function"),
-                            ("notebook_seconds", "all the notebook's cells"), ("exercise_seconds", "one exercise's checks"),
-                            ("submission_seconds", "one notebook in all")):
-        grade.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
-                           help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
-    grade.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
-                       help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
     check = commands.add_parser("check", help="a student's pre-flight check of one notebook: run it as `grade` "
-                                "will, with its visible tests, and say what will cost points (no hidden checks)")
+                                "will, with its visible tests, and say what can cost points (no hidden checks)")
     check.add_argument("notebook", help="the notebook, <assignment>.ipynb")
     check.add_argument("--assignment", help="the assignment (default: from the file name, else from its cells)")
-    for action in grade._actions:  # the same limit options as `grade`: the same flags, defaults and help
-        if action.dest.endswith("_seconds") or action.dest == "memory_mb":
-            check._add_action(action)
+    defaults = Limits()
+    for command in (grade, check):  # `check` runs the notebook with the grader's limits
+        for name, help_text in (("cell_seconds", "one notebook cell"), ("call_seconds", "one call of a student's function"),
+                                ("notebook_seconds", "all the notebook's cells"), ("exercise_seconds", "one exercise's checks"),
+                                ("submission_seconds", "one notebook in all")):
+            command.add_argument("--" + name.replace("_", "-"), type=float, default=getattr(defaults, name),
+                                 help=f"time limit in seconds for {help_text} (default {getattr(defaults, name):g})")
+        command.add_argument("--memory-mb", type=int, default=defaults.memory_bytes // 2**20,
+                             help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
     scope = commands.add_parser("gradescope", help="build a Gradescope autograder zip for one assignment")
     scope.add_argument("assignment")
     scope.add_argument("--out", help="zip path (default: <assignment>-gradescope.zip)")

@@ -123,8 +123,7 @@ def test_the_repository_url_alone_turns_on_binder_and_colab(tmp_path):
 
 
 def test_no_url_no_launch_links(tmp_path):
-    assert course_config()["repository"]["url"] == "", "ship the course with the url empty"
-    make_book(tmp_path)
+    make_book(tmp_path, "")  # as shipped (a course that sets its url still tests the empty case)
     out = build(tmp_path)
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ SUBMISSIONS ?= samples/submitted
 OUT ?= grades
 JOBS ?=
 
-.PHONY: all book test release grade check clean
+.PHONY: all book test release grade check student-copy clean
 
 # $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM)
 apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
@@ -39,6 +39,16 @@ release: $(STAMP)
 check: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
 	$(BIN)/python -m autograder check "$(NB)"
+
+# What students get: the notebooks, the package without its hidden checks, and what installs
+# them; no solutions/ and no tests/ (whose wrong implementations are near misses of the solutions)
+student-copy:
+	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=folder"; exit 2; }
+	@test ! -e "$(DEST)" || { echo "$(DEST) exists: give a new folder"; exit 2; }
+	mkdir -p "$(DEST)"
+	cp -r Makefile README.md requirements.txt pyproject.toml notebooks autograder "$(DEST)"/
+	rm -rf "$(DEST)/autograder/checks"
+	find "$(DEST)" -name __pycache__ -prune -exec rm -rf {} +
 
 grade: $(STAMP)
 	$(BIN)/python -m autograder grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),-j $(JOBS))

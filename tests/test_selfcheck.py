@@ -183,8 +183,8 @@ def test_a_students_copy_without_solutions_checks_but_does_not_grade(tmp_path):
     """A student's copy of the course has the package and notebooks/, not solutions/: `check`
     works from the released notebooks; `grade` refuses (it would grade against stubs)."""
     copy = tmp_path / "course"
-    for folder in ("autograder", "notebooks"):
-        shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__", "checks"))
+    run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={copy}")
+    assert not (copy / "solutions").exists() and not (copy / "autograder" / "checks").exists()
     solved = write(filled_notebook(A), tmp_path / f"{A}.ipynb")
     # the hidden checks' code may be left out of the copy: `check` never imports it
     script = ("import sys; from autograder import cli; status = cli.main(['check', sys.argv[1]]); "

@@ -23,9 +23,6 @@ HTML = BUILD / "html"
 LOCK = BUILD / ".test-book-build.lock"
 STAMP = BUILD / ".test-book-build.json"
 BUILD_TIMEOUT_S = 1200
-# Developers who build by hand beside the tests take this lock too
-# (`flock /tmp/book-build.lock jupyter-book build ...`): the tests' build waits for theirs.
-DEVELOPER_LOCK = Path("/tmp/book-build.lock")
 
 # One id per test run: pytest-xdist gives every worker of a run the same one; without xdist the
 # run is this one process.
@@ -37,14 +34,6 @@ def jupyter_book_command():
     if script.exists():
         return [str(script)]
     return [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
-
-
-def open_developer_lock():
-    """/tmp/book-build.lock, or None where it cannot be opened (it may belong to another user)."""
-    try:
-        return open(DEVELOPER_LOCK, "a+")
-    except OSError:
-        return None
 
 
 def this_runs_build():
@@ -66,7 +55,6 @@ def build_book():
     """
     BUILD.mkdir(exist_ok=True)
     with open(LOCK, "a+") as handle:
-        developer = open_developer_lock()
         try:
             fcntl.flock(handle, fcntl.LOCK_SH)
             result = this_runs_build()
@@ -76,8 +64,6 @@ def build_book():
             if result is None:
                 command = jupyter_book_command() + [
                     "build", str(ROOT), "--warningiserror", "--nitpick", "--keep-going"]
-                if developer:
-                    fcntl.flock(developer, fcntl.LOCK_EX)
                 for _ in range(2):
                     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                                           timeout=BUILD_TIMEOUT_S)
@@ -90,15 +76,9 @@ def build_book():
                     if proc.returncode == 0 or "Kernel died before replying to kernel_info" not in result["log"]:
                         break
                 STAMP.write_text(json.dumps(result))
-            # Readers share the locks: the next build, ours or a developer's, waits until every
-            # reader is done.
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            if developer:
-                fcntl.flock(developer, fcntl.LOCK_SH)
+            fcntl.flock(handle, fcntl.LOCK_SH)   # readers share the lock; the next build waits for them
             yield result
         finally:
-            if developer:
-                developer.close()             # (closing it releases its lock)
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

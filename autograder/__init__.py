@@ -19,6 +19,24 @@ SOLUTIONS_DIR = REPO_ROOT / "solutions"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
 
+GUIDE = "CONTRIBUTING.md (\"Adding a chapter\")"  # what the errors below point to
+
+
+class CourseError(Exception):
+    """The course lacks a file that an assignment needs (a chapter being added): the message says
+    which file, and how to make it."""
+
+
+def checks_file(assignment):
+    """autograder/checks/ch<a>.py, where the assignment's hidden checks are registered."""
+    return REPO_ROOT / "autograder" / "checks" / f"ch{assignment.replace('-', '_')}.py"
+
+
+def released_notebook(assignment):
+    """notebooks/<a>/<a>.ipynb, the student notebook `make release` generates from solutions/."""
+    return NOTEBOOKS_DIR / assignment / f"{assignment}.ipynb"
+
+
 def has_solutions():
     """False in a student's copy of the course, which has notebooks/ but not solutions/."""
     return SOLUTIONS_DIR.is_dir()

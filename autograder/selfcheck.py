@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import NOTEBOOKS_DIR, assignments, notebook
+from . import GUIDE, REPO_ROOT, assignments, notebook, released_notebook
 from .notebook import NotebookError, load_submission
 from .sandbox.calls import StudentError
 from .sandbox.isolation import bubblewrap_works
@@ -69,7 +69,7 @@ def find_assignment(path, override=None):
 
 def released_cells(assignment):
     """{grade_id: source} of the test and check cells as the student received them."""
-    nb = nbformat.read(NOTEBOOKS_DIR / assignment / f"{assignment}.ipynb", as_version=4)
+    nb = nbformat.read(released_notebook(assignment), as_version=4)
     return {notebook.nbgrader_meta(c)["grade_id"]: c.source for c in nb.cells
             if notebook.is_test_cell(c) or notebook.is_check_cell(c)}
 
@@ -271,6 +271,10 @@ def main(path, assignment=None, limits=Limits()):
         raise UsageError(f"{path}: no such file")
     try:
         assignment = find_assignment(path, assignment)
+        if not released_notebook(assignment).is_file():  # a chapter being added, not released yet
+            raise UsageError(f"{assignment} has no student notebook {released_notebook(assignment).relative_to(REPO_ROOT)}"
+                             f" to check against: generate it from solutions/{assignment} with `make release`; "
+                             f"see {GUIDE}")
         blocks = check(path, assignment, limits)
     except NotebookError as error:
         return "\n".join([f"{path.name} cannot be read, so it cannot be graded:", f"  {FAIL:<5} {error}", "",

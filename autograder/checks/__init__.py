@@ -11,7 +11,7 @@ import importlib
 import io
 import warnings
 
-from .. import notebook, reference
+from .. import GUIDE, REPO_ROOT, CourseError, checks_file, notebook, reference
 from ..results import CheckResult, ExerciseResult
 from ..sandbox.calls import StudentError
 from .core import CheckFailure, Student, registered
@@ -19,7 +19,19 @@ from .inprocess import InProcessStudent
 
 
 def checks_module(assignment):
-    return importlib.import_module(f"{__name__}.ch{assignment.replace('-', '_')}")
+    """The module that registers the assignment's checks; CourseError, saying what to add, for an
+    assignment of solutions/ that has none (a chapter being added)."""
+    path = checks_file(assignment)
+    if not path.is_file():
+        names = ", ".join(e.name for e in notebook.exercises(assignment))
+        raise CourseError(f"{assignment} has no checks, so it cannot be graded: add {path.relative_to(REPO_ROOT)}, "
+                          f"with ASSIGNMENT = {assignment!r} and checks for each of its exercises ({names}); "
+                          f"see {GUIDE}")
+    module = importlib.import_module(f"{__name__}.{path.stem}")
+    if getattr(module, "ASSIGNMENT", None) != assignment:  # a copied module still registering for its original
+        raise CourseError(f"{path.relative_to(REPO_ROOT)} must set ASSIGNMENT = {assignment!r} "
+                          f"(it sets {getattr(module, 'ASSIGNMENT', None)!r}); see {GUIDE}")
+    return module
 
 
 def exercise_checks(assignment, exercise):
@@ -27,6 +39,9 @@ def exercise_checks(assignment, exercise):
     checks_module(assignment)
     points = {e.name: e.points for e in notebook.exercises(assignment)}[exercise]
     checks = registered(assignment, exercise)
+    if not checks:  # its points could never be earned
+        raise CourseError(f"exercise {exercise} of {assignment} has no checks, so it cannot be graded: register them "
+                          f"in {checks_file(assignment).relative_to(REPO_ROOT)}; see {GUIDE}")
     total = sum(c.weight for c in checks)
     return [(c, points * c.weight / total) for c in checks]
 

@@ -3,6 +3,10 @@
 Each graded notebook is written atomically to OUT/.journal/<student>/<assignment>.json, keyed by
 the notebook's bytes and the grader's own version (checks + source notebooks): a later run
 reuses it only if neither has changed, and never counts a notebook twice.
+
+What is kept is a Graded, whose every string is bounded (results.py): an entry is a few KB. One
+far larger was not written by this grader (an older version kept a student's text unbounded):
+it is not read, and the notebook is graded again.
 """
 import functools
 import hashlib
@@ -12,6 +16,8 @@ from pathlib import Path
 from . import REPO_ROOT
 from .files import atomic_write
 from .results import Graded
+
+MAX_ENTRY_BYTES = 4 * 2**20
 
 
 @functools.cache
@@ -38,6 +44,8 @@ def load(out_dir, student, assignment, path):
     """The Graded kept for this notebook, or None."""
     entry = _entry(out_dir, student, assignment)
     try:
+        if entry.stat().st_size > MAX_ENTRY_BYTES:
+            return None
         data = json.loads(entry.read_text())
     except (OSError, ValueError):
         return None

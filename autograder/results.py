@@ -1,11 +1,51 @@
 """What grading produces: a check's result, an exercise's, a notebook's (plain data, no logic
 of grading). "Not graded" is built here and only here: its exercises score 0 and their checks
-say they did not run."""
+say they did not run.
+
+Their text comes from students (folder names, exception names and messages): every string is
+bounded when it is set, and a notebook keeps at most MAX_NOTES notes, so no submission makes
+a result, a journal entry or a feedback page large."""
 from dataclasses import asdict, dataclass, field
+
+from .text import bounded
+
+MAX_NOTES = 20   # a notebook of 10,000 failing cells needs one line that says so, not 10,000
+
+
+class _Bounded:
+    def __setattr__(self, name, value):  # at construction, and any change after it
+        if isinstance(value, str):
+            value = bounded(value)
+        elif name == "notes":
+            value = Notes(value)
+        super().__setattr__(name, value)
+
+
+class Notes(list):
+    """A notebook's notes: each bounded, at most MAX_NOTES (then one says that more were cut)."""
+    CUT = f"(more notes were cut: at most {MAX_NOTES} are kept)"
+
+    def __init__(self, notes=()):
+        super().__init__()
+        self.extend(notes)
+
+    def append(self, note):
+        if len(self) < MAX_NOTES:
+            super().append(bounded(note))
+        elif len(self) == MAX_NOTES:
+            super().append(self.CUT)
+
+    def extend(self, notes):
+        for note in notes:
+            self.append(note)
+
+    def __iadd__(self, notes):
+        self.extend(notes)
+        return self
 
 
 @dataclass
-class CheckResult:
+class CheckResult(_Bounded):
     name: str
     points: float
     max_points: float
@@ -18,7 +58,7 @@ class CheckResult:
 
 
 @dataclass
-class ExerciseResult:
+class ExerciseResult(_Bounded):
     name: str
     max_score: float
     checks: list = field(default_factory=list)
@@ -39,7 +79,7 @@ class ExerciseResult:
 
 
 @dataclass
-class Graded:
+class Graded(_Bounded):
     """One student's notebook for one assignment, graded."""
     student: str
     assignment: str

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .files import atomic_write
 from .report import shown
+from .text import for_csv_cell, for_terminal
 
 COLUMNS = ["assignment", "exercise", "max_score", "students", "mean_score", "lost_points",
            "not_graded", "most_common_failure", "failure_count", "example_message"]
@@ -65,27 +66,29 @@ def write_summary(graded_list, out_dir):
     writer.writerow(COLUMNS)
     for s in summarise(graded_list):
         name, count, message = s.most_common() or ("", 0, "")
-        writer.writerow([s.assignment, s.exercise, shown(s.max_score), s.students, shown(s.mean_score),
-                         s.lost_points, s.not_graded, name, count, message[:300]])
+        writer.writerow([for_csv_cell(s.assignment), for_csv_cell(s.exercise), shown(s.max_score), s.students,
+                         shown(s.mean_score), s.lost_points, s.not_graded, for_csv_cell(name), count,
+                         for_csv_cell(message[:300])])
     path = os.path.join(out_dir, "summary.csv")
     atomic_write(path, buffer.getvalue())
     return path
 
 
 def text(graded_list, width=110):
-    """The summary as a plain-text table, one line per exercise and the top failure under it."""
+    """The summary as a plain-text table, one line per exercise and the top failure under it.
+    Names and messages are printed through for_terminal: a student's escapes do not act."""
     lines = [f"{'exercise':<34} {'mean':>11} {'lost points':>12} {'not graded':>11}  most common failure"]
     assignment = None
     for s in summarise(graded_list):
         if s.assignment != assignment:
             assignment = s.assignment
-            lines.append(f"{assignment}:")
+            lines.append(f"{for_terminal(assignment)}:")
         top = s.most_common()
-        failure = f"{top[0]} ({top[1]})" if top else "-"
+        failure = f"{for_terminal(top[0])} ({top[1]})" if top else "-"
         mean = f"{shown(s.mean_score)}/{shown(s.max_score)}"
         lost = f"{s.lost_points} of {s.students}"
-        lines.append(f"  {s.exercise:<32} {mean:>11} {lost:>12} {s.not_graded:>11}  {failure}")
+        lines.append(f"  {for_terminal(s.exercise):<32} {mean:>11} {lost:>12} {s.not_graded:>11}  {failure}")
         if top:
-            example = f"  {'':<32}   e.g. {top[2]}"
+            example = f"  {'':<32}   e.g. {for_terminal(top[2])}"
             lines.append(example if len(example) <= width else example[:width - 1] + "…")  # whole in summary.csv
     return "\n".join(lines)

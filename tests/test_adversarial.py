@@ -6,8 +6,11 @@ the case gets exactly the points it must (never a point it did not earn)."""
 import copy
 import csv
 import hashlib
+import io
 import json
+import math
 import os
+import re
 import shutil
 import socket
 import threading
@@ -22,6 +25,7 @@ from submissions import filled_notebook, student_notebook, write
 
 from autograder.notebook import nbgrader_meta
 from autograder.sandbox.isolation import bubblewrap_works
+from autograder.text import for_csv_cell
 
 A = "01-weights"
 LIMITS = ["--cell-seconds", "3", "--call-seconds", "5", "--notebook-seconds", "25", "--submission-seconds", "90",
@@ -138,8 +142,9 @@ def corpus(tmp_path_factory, listener):
     for name, case in CASES.items():
         write_case(name, case, submissions, values)
     before = snapshot(submissions)
-    result = run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", "--quiet", *LIMITS,
-                 timeout=900)
+    result = run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", *LIMITS,
+                 timeout=900)  # not --quiet: what it prints is checked too
+    run(BIN / "python", "-m", "autograder", "export", out / "grades.csv", "--to", out / "lms.csv")
     return {"before": before, "after": snapshot(submissions), "submissions": submissions, "out": out,
             "totals": totals(out), "honest": totals(honest_out), "values": values, "result": result,
             "received": listener[1]}
@@ -170,9 +175,47 @@ def test_nothing_is_written_or_received_outside_the_sandbox(corpus):
     left = [p for root in (tempfile.gettempdir(), corpus["out"]) for p in paths_under(root) if marker in p.name]
     assert left == [], "files the sandbox wrote are on the host"
     rows = list(csv.DictReader(open(corpus["out"] / "grades.csv")))
-    assert {r["student"] for r in rows} >= set(CASES) and all(r["assignment"] == A for r in rows)
+    assert {r["student"] for r in rows} >= {for_csv_cell(name) for name in CASES} and all(r["assignment"] == A for r in rows)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_each_case_gets_exactly_the_points_it_earned(name, corpus):
-    assert corpus["totals"].get(name) == CASES[name].expected, f"{name}: {CASES[name].guarantee}"
+    assert corpus["totals"].get(for_csv_cell(name)) == CASES[name].expected, f"{name}: {CASES[name].guarantee}"
+
+
+# -- what the instructor opens: bounded, and inert in a spreadsheet and a terminal ---------------
+CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")   # C0 but newline, DEL, C1 (ESC among them)
+
+
+@pytest.mark.parametrize("name", ["grades.csv", "summary.csv", "lms.csv"])
+def test_no_csv_cell_is_a_formula_or_holds_a_control_character(name, corpus):
+    text = (corpus["out"] / name).read_text(encoding="utf-8")
+    assert not CONTROL.search(text), f"{name}: {CONTROL.search(text)}"
+    cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+    formulas = [cell[:80] for cell in cells if cell.startswith(("=", "+", "-", "@", "\t", "\r")) and not is_number(cell)]
+    assert formulas == [], f"{name}: cells a spreadsheet runs"
+    students = {row[0] for row in csv.reader(io.StringIO(text))}
+    if name != "summary.csv":  # the formula students are there, inert, and the numbers stay numbers
+        assert {"'=HYPERLINK(\"evil.example\",\"click\")", "'@SUM(1+1)", "+1", "-1"} <= students
+
+
+def is_number(cell):
+    try:
+        return math.isfinite(float(cell))
+    except ValueError:
+        return False
+
+
+def test_what_the_run_prints_holds_no_control_character(corpus):
+    for stream in (corpus["result"].stdout, corpus["result"].stderr):
+        printed = stream.replace("\r[", "[")  # the progress line redraws itself, the grader's own \r
+        assert "escape" in stream and not CONTROL.search(printed), repr(CONTROL.search(printed))
+
+
+def test_feedback_pages_and_journal_entries_are_small(corpus):
+    kept = [p for folder in ("feedback", ".journal") for p in (corpus["out"] / folder).rglob("*") if p.is_file()]
+    assert len(kept) >= 2 * len(CASES)
+    large = {str(p.relative_to(corpus["out"])): p.stat().st_size for p in kept if p.stat().st_size > 200_000}
+    assert large == {}
+    page = (corpus["out"] / "feedback" / "huge-exception-name" / f"{A}.html").read_text()
+    assert "EEEE" in page and "the terminal is mine" in page and "\x1b" not in page

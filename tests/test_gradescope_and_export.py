@@ -54,6 +54,26 @@ def test_the_lms_export_has_a_row_per_student_and_a_column_per_assignment(tmp_pa
     assert float(students["broken-student"][-1]) == 0
 
 
+def test_the_lms_export_makes_every_text_cell_inert(tmp_path):
+    """A student's folder name is a cell in the export: a formula there would run in the
+    instructor's spreadsheet, an escape would act in a terminal. Numbers stay numbers."""
+    from autograder.report import write_grades
+    from autograder.results import CheckResult, ExerciseResult, Graded
+    names = ['=HYPERLINK("http://x","y")', "@SUM(1+1)", "+1", "-1", "\x1b]0;pwned\x07esc", "\tcell"]
+    write_grades([Graded(n, A, [ExerciseResult("softmax", 4.0, [CheckResult("c", 4.0, 4.0)])]) for n in names], tmp_path)
+    by_hand = tmp_path / "by-hand.csv"  # as an older version or an editor writes it: raw
+    by_hand.write_text("student,assignment,exercise,score,max_score,message\n" +
+                       "".join(f'"{n.replace(chr(34), 2 * chr(34))}",{A},softmax,-0.5,4,\n' for n in names))
+    for grades in (tmp_path / "grades.csv", by_hand):
+        run(BIN / "python", "-m", "autograder", "export", grades, "--to", tmp_path / "lms.csv")
+        text = (tmp_path / "lms.csv").read_text()
+        assert all(line.isprintable() for line in text.split("\n")), grades
+        students = {r[0]: r[1:] for r in list(csv.reader(open(tmp_path / "lms.csv")))[2:]}
+        assert set(students) == {"'=HYPERLINK(\"http://x\",\"y\")", "'@SUM(1+1)", "+1", "-1",
+                                 "\\x1b]0;pwned\\x07esc", "\\tcell"}, grades
+        assert all(float(cell) in (4, -0.5) for row in students.values() for cell in row)
+
+
 def test_gradescope_refuses_to_grade_unisolated_unless_told(tmp_path, monkeypatch):
     from autograder import gradescope
     monkeypatch.setattr(gradescope, "bubblewrap_works", lambda: False)

@@ -48,3 +48,14 @@ def test_written_beside_grades_and_printed(tmp_path):
     assert rows[1]["most_common_failure"] == "" and rows[1]["lost_points"] == "1"
     table = text(CLASS)
     assert "softmax" in table and "1.6/4" in table and "4 of 5" in table and "stable (2)" in table
+
+
+def test_a_students_message_is_inert_in_summary_csv_and_printed(tmp_path):
+    """The example message comes from a student's exception: no formula in a spreadsheet, no
+    escape that acts in the instructor's terminal."""
+    hostile = [graded(n, [ok("random", 2.0), failed("stable", 2.0, "=HYPERLINK(\"x\")\x1b]0;pwned\x07\x1b[2J")])
+               for n in ("ada", "bob")]
+    rows = list(csv.DictReader(open(write_summary(hostile, tmp_path))))
+    assert rows[0]["example_message"] == "'=HYPERLINK(\"x\")\\x1b]0;pwned\\x07\\x1b[2J"
+    printed = text(hostile)
+    assert "e.g. =HYPERLINK" in printed and "\\x1b[2J" in printed and all(line.isprintable() for line in printed.split("\n"))

@@ -40,6 +40,10 @@ class Liar:
     def __len__(self): return 1
 """
 
+HUGE = "Huge"
+ANSI = "\x1b]0;pwned\x07\x1b[2J\x1b[31mthe terminal is mine\r\t"   # retitle, clear, colour
+HUGE_EXCEPTION = f"{HUGE} = type('E' * 16_000_000, (Exception,), {{{{}}}})\nraise {HUGE}({ANSI!r})"
+
 CASES = {
     # -- fooling the comparison ------------------------------------------------------------
     "eq-always-true": Case("an object whose __eq__ is always True earns nothing",
@@ -178,4 +182,15 @@ CASES = {
                              edit="rename-file", expected=0),
     "extra-notebook": Case("an extra notebook is ignored", base="reference",
                            files={"scratch.ipynb": "{{}}"}, expected=12),
+    # -- what the instructor opens (the key is the student's folder name) -----------------------
+    "huge-exception-name": Case("an exception class with a 16 MB name and a message with terminal escapes is kept "
+                                "bounded and shown inert",
+                                cell=HUGE_EXCEPTION, position="start", solutions=every_function(f"raise {HUGE}({ANSI!r})")),
+    '=HYPERLINK("evil.example","click")': Case("a folder name that is a formula is inert in every CSV",
+                                                base="reference", expected=12),
+    "@SUM(1+1)": Case("a folder name that is an @-formula is inert in every CSV", base="reference", expected=12),
+    "+1": Case("a folder name that is a number stays that number", base="reference", expected=12),
+    "-1": Case("a folder name that is a negative number stays that number", base="reference", expected=12),
+    "\x1b]0;pwned\x07\x1b[2J\tescape": Case("a folder name with terminal escapes never reaches a terminal or a CSV raw",
+                                             base="reference", expected=12),
 }

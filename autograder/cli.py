@@ -6,6 +6,7 @@ import sys
 from . import has_solutions, report, summary
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 from .sandbox.session import Limits
+from .text import for_terminal
 
 
 def main(argv=None):
@@ -79,14 +80,14 @@ def main(argv=None):
     def progress(done, total, graded):
         if not args.quiet:
             bar = "#" * (30 * done // total)
-            print(f"\r[{bar:<30}] {done}/{total} {graded.student}/{graded.assignment}: "
+            print(f"\r[{bar:<30}] {done}/{total} {for_terminal(graded.student)}/{graded.assignment}: "
                   f"{graded.score:g}/{graded.max_score:g}".ljust(100), end="\n" if done == total else "",
                   file=sys.stderr, flush=True)
 
     graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
                                           progress=progress)
     for problem in problems:
-        print(f"warning: {problem}", file=sys.stderr)
+        print(f"warning: {for_terminal(problem)}", file=sys.stderr)
     path = report.write_grades(graded, args.out)
     report.write_feedback(graded, args.out)
     summary_path = summary.write_summary(graded, args.out)

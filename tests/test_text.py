@@ -5,6 +5,7 @@ import json
 import pickle
 
 import pytest
+from conftest import REPO
 
 from autograder.results import MAX_NOTES, CheckResult, ExerciseResult, Graded
 from autograder.text import LIMIT, bounded, for_csv_cell, for_html, for_terminal
@@ -73,3 +74,8 @@ def test_results_bound_every_string_when_it_is_set():
     for copy in (pickle.loads(pickle.dumps(graded)), Graded.from_dict(json.loads(json.dumps(graded.to_dict())))):
         assert copy == graded and len(copy.notes) == MAX_NOTES + 1
     assert len(Graded.from_dict({**graded.to_dict(), "notes": [huge] * 1000}).notes) == MAX_NOTES + 1
+
+
+def test_the_instructors_page_states_the_bounds_the_code_uses():
+    page = (REPO / "book" / "instructors.md").read_text()
+    assert f"cut to {LIMIT:,} characters" in page and f"at most {MAX_NOTES} notes" in page

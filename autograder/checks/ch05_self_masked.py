@@ -4,6 +4,9 @@ Each exercise runs with the reference versions of the exercises before it, so Ti
 with the reference CausalSelfAttention, and train_lm and generate with the reference TinyLM. The
 training check trains a small TinyLM from the grader's seed with the student's loop, for a few
 steps, and measures it on held-out text here; the notebook's long training run is never repeated.
+The cache check gives `generate` a model whose every forward the grader computes and counts on
+its own side (`GraderModel`, through `_grader`): what the student's process holds cannot change
+the count, and the logits come only from the grader.
 """
 import functools
 
@@ -270,26 +273,52 @@ def sampled(student, ref, rng):
 
 
 PROBE = '''
-class _GraderLengthProbe(TinyLM):
-    """A TinyLM that notes how many tokens each call feeds it."""
+class _GraderModel(torch.nn.Module):
+    """What `generate` is given: a TinyLM whose every forward is computed, and counted, by the grader."""
+    def __init__(self, num_layers):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
     def forward(self, tokens, caches=None):
-        self.fed.append(int(tokens.shape[-1]))
-        return super().forward(tokens, caches)
+        return _grader("tinylm", tokens, None if caches is None else [id(c) for c in caches])
 '''
+
+
+class GraderModel:
+    """The grader's side of `_GraderModel`: its TinyLM, one cache per list of caches the student
+    passes, and every call's number of tokens, counted here where the student cannot reach."""
+
+    def __init__(self, ref, module):
+        self.ref, self.module, self.caches, self.fed = ref, module, {}, []
+
+    def __call__(self, tokens, cache_ids):
+        expect_true(isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[-1] <= GEN_LM[4]
+                    and not tokens.is_floating_point(), f"the model was fed {describe(tokens)}: expected token ids "
+                    f"of shape (batch, n), n <= {GEN_LM[4]}")
+        self.fed.append(int(tokens.shape[-1]))
+        with torch.no_grad():
+            if cache_ids is None:
+                return self.module(tokens)
+            caches = self.caches.setdefault(tuple(cache_ids), [self.ref.KVCache() for _ in self.module.blocks])
+            return self.module(tokens, caches)
 
 
 @check("generate", "with the cache the model sees every token once: the prompt, then one new token per call")
 def cache_used(student, ref, rng):
     sources, names = notebook.known_good(ASSIGNMENT, "generate")
-    student.process.use_known_good(sources + [PROBE], names + ["_GraderLengthProbe"])
-    module = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5).module
-    probe = student.call("_GraderLengthProbe", *GEN_LM, keep=True)
-    student.call(probe, plain(module.state_dict()), method="load_state_dict")
-    student.call(probe, "fed", [], method="__setattr__")
-    prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(1, 4)))
-    got = student.call("generate", probe, prompt, 6, use_cache=True)
-    fed = student.call(probe, "fed", method="__getattribute__")
-    expect_true(isinstance(fed, list) and fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 6 <= len(fed) <= 7,
+    student.process.use_known_good(sources + [PROBE], names + ["_GraderModel"])
+    with torch.random.fork_rng(devices=[]):
+        module = ref.TinyLM(*GEN_LM).eval()
+    module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.5) for n, p in module.state_dict().items()})
+    model = GraderModel(ref, module)
+    student.process.callbacks["tinylm"] = model
+    try:
+        probe = student.call("_GraderModel", GEN_LM[3], keep=True)
+        prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(1, 4)))
+        got = student.call("generate", probe, prompt, 6, use_cache=True, _label="generate")
+    finally:
+        student.process.callbacks.pop("tinylm")
+    fed = model.fed
+    expect_true(fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 6 <= len(fed) <= 7,
                 f"generate(model, prompt of 4 tokens, 6, use_cache=True) fed the model {describe(fed)} tokens per "
                 "call; with the cache it should feed the prompt once, then only the one new token each call: "
                 "[4, 1, 1, 1, 1, 1]")

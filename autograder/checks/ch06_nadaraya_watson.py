@@ -2,8 +2,9 @@
 
 The estimators take a kernel as an argument: the checks hand the student's function the
 reference kernels, which the student's process holds by name (`kernel_handle`). The training
-check runs the student's `fit` on a subclass whose `forward` is the reference's, so that a wrong
-`forward` costs points in the forward checks only.
+check runs the student's `fit` on a subclass of the student's class whose `forward` is the
+reference's (only that method and `bandwidth` are sent: never the reference's `fit`), so that a
+wrong `forward` costs points in the forward checks only.
 """
 import math
 
@@ -235,22 +236,32 @@ def learned_loo(student, ref, rng):
         same(student, ref, pair, x, x, y, leave_one_out=True)
 
 
-FIT_PROBE_BEFORE = '''
-_grader_student_class = LearnedKernelRegression
-'''
-FIT_PROBE_AFTER = '''
-class _GraderFitProbe(_grader_student_class):
-    """The student's fit, on the reference's forward."""
-    forward = LearnedKernelRegression.forward
-LearnedKernelRegression = _grader_student_class
-'''
+FORWARD_ONLY = ("forward", "bandwidth")  # of the reference class: never its `fit`
+
+
+def reference_methods(solution, class_name, names):
+    """The source of the reference class's methods `names` (decorators included), as a class body."""
+    import ast
+    import textwrap
+    tree = ast.parse(solution)
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name).body
+    lines = solution.splitlines()
+    kept = [n for n in body if isinstance(n, ast.FunctionDef) and n.name in names]
+    return "\n".join(textwrap.indent(textwrap.dedent("\n".join(lines[(n.decorator_list[0].lineno if n.decorator_list
+                                                                       else n.lineno) - 1:n.end_lineno])), "    ")
+                     for n in kept)
 
 
 def fit_probe(student, bandwidth):
-    """A model with the student's `__init__` and `fit` and the reference's `forward`."""
+    """A model with the student's `__init__` and `fit` and the reference's `forward` (and the
+    `bandwidth` it reads): a wrong forward costs points in the forward checks only. Only these
+    two methods of the reference enter the student's process, never its `fit`."""
     sources, names = notebook.known_good(ASSIGNMENT, "LearnedKernelRegression")
     solution = {e.name: e.solution for e in notebook.exercises(ASSIGNMENT)}["LearnedKernelRegression"]
-    student.process.use_known_good(sources + [FIT_PROBE_BEFORE, solution, FIT_PROBE_AFTER], names + ["_GraderFitProbe"])
+    probe = (f"class _GraderFitProbe(LearnedKernelRegression):\n"
+             f"    \"\"\"The student's fit, on the reference's forward.\"\"\"\n"
+             + reference_methods(solution, "LearnedKernelRegression", FORWARD_ONLY))
+    student.process.use_known_good(sources + [probe], names + ["_GraderFitProbe"])
     return student.call("_GraderFitProbe", bandwidth, keep=True)
 
 

@@ -93,6 +93,14 @@ class Student:
             raise StudentError(f"{called(_label or target, method, args, kwargs)}: {error}") from None
 
 
+    def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
+        """(value, the largest rise of the memory the student's processes hold during the call)."""
+        try:
+            return self.process.measured_call(target, *args, _time_limit=_time_limit, **kwargs)
+        except StudentError as error:
+            raise StudentError(f"{called(_label or target, None, args, kwargs)}: {error}") from None
+
+
 def called(target, method, args, kwargs):
     """`name(shapes of the inputs)`, as the messages show a call."""
     name = target if isinstance(target, str) else "your object"

@@ -8,7 +8,13 @@ from ..wire import Handle, WireError, roundtrip
 
 class InProcessStudent:
     def __init__(self, namespace):
-        self.calls = StudentNamespace(namespace)
+        self.callbacks = {}  # as SandboxedStudent's: what a probe may ask the grader during a call
+        self.calls = StudentNamespace(namespace, self._ask)
+
+    def _ask(self, name, *args):
+        if name not in self.callbacks:
+            raise RuntimeError("the grader answers no such question now")
+        return roundtrip(self.callbacks[name](*roundtrip(list(args))))
 
     def call(self, target, *args, method=None, keep=False, _time_limit=None, **kwargs):
         """`target(*args, **kwargs)` (or `target.method(...)`): a plain value, or a Handle to the
@@ -22,9 +28,40 @@ class InProcessStudent:
         except (CallError, WireError) as error:
             raise StudentError(str(error)) from None
 
+    def measured_call(self, target, *args, _time_limit=None, **kwargs):
+        """(`call`'s value, the largest rise of this process's resident memory during the call).
+        nbgrader runs the student's code in the kernel that grades it: this is measured there,
+        by a thread, and is only as trustworthy as that kernel (the autograder measures from
+        outside the student's processes)."""
+        import threading
+        sampled, done = [_resident_bytes()], threading.Event()
+
+        def watch():
+            while not done.wait(0.001):
+                sampled.append(_resident_bytes())
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            value = self.call(target, *args, **kwargs)
+        finally:
+            done.set()
+            watcher.join()
+        sampled.append(_resident_bytes())
+        lowest, rise = sampled[0], 0
+        for resident in sampled:
+            lowest = min(lowest, resident)
+            rise = max(rise, resident - lowest)
+        return value, rise
+
     def use_known_good(self, sources, names):
         self.calls.use_known_good(sources, names)
 
     def restore(self):
         """The notebook's own definitions back (nbgrader's kernel runs on after the test cell)."""
         self.calls.restore()
+
+
+def _resident_bytes():
+    from ..sandbox.procfs import resident_bytes
+    import os
+    return resident_bytes(os.getpid())

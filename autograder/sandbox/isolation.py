@@ -24,7 +24,7 @@ from pathlib import Path
 from . import SANDBOX_HOME
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
-                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py"]
+                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "

@@ -9,7 +9,7 @@ import time
 
 from . import channel
 from .isolation import apply_limits, remove_stale_scratch, worker_command
-from .procfs import session_members, task_count
+from .procfs import proportional_bytes, resident_bytes, session_members, task_count
 
 
 class StudentProcess:
@@ -45,16 +45,17 @@ class FreshProcess(StudentProcess):
         os.close(to_child_r)
         os.close(from_child_w)
         self.output = OutputDrain(self.process.stdout)
-        self.watcher = SessionWatcher(self.process.pid, limits.processes)
+        self.watcher = SessionWatcher(self.process.pid, limits.processes, limits.memory_bytes)
+
+    def memory(self, op):
+        return self.watcher.measure(op)
 
     def death(self):
         try:
             code = self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "it closed its channel"
-        if self.watcher.tripped:
-            return f"too many processes and threads (more than {self.watcher.limit}): killed"
-        return describe_exit(code)
+        return self.watcher.tripped or describe_exit(code)
 
     def end(self):
         self.watcher.stop()
@@ -71,20 +72,49 @@ class FreshProcess(StudentProcess):
 
 class SessionWatcher(threading.Thread):
     """Without bubblewrap there is no PID namespace: this counts the processes of the student's
-    session instead, and past the limit kills them all. A process that starts a session of its
-    own escapes it (one more reason to install bubblewrap)."""
+    session instead, and the memory they hold together; past a limit it kills them all. It also
+    measures memory for the checks, as the zygote's watcher does (`measure`). A process that
+    starts a session of its own escapes it (one more reason to install bubblewrap)."""
 
-    def __init__(self, session, limit):
+    def __init__(self, session, limit, max_memory_bytes):
         super().__init__(daemon=True)
-        self.session, self.limit, self.tripped, self.stopped = session, limit, False, threading.Event()
+        self.session, self.limit, self.max_memory_bytes = session, limit, max_memory_bytes
+        self.tripped, self.stopped, self.lock = "", threading.Event(), threading.Lock()
+        self.lowest = self.rise = None
         self.start()
 
+    def _resident(self):
+        members = session_members(self.session)
+        return members, sum(resident_bytes(pid) for pid in members)
+
     def run(self):
-        while not self.stopped.wait(0.05):
-            if sum(task_count(pid) for pid in session_members(self.session)) > self.limit:
-                self.tripped = True
+        while not self.stopped.wait(0.002 if self.lowest is not None else 0.05):
+            members, resident = self._resident()
+            with self.lock:
+                if self.lowest is not None:
+                    self.lowest = min(self.lowest, resident)
+                    self.rise = max(self.rise, resident - self.lowest)
+            if sum(task_count(pid) for pid in members) > self.limit:
+                self.tripped = f"too many processes and threads (more than {self.limit}): killed"
+            elif resident > self.max_memory_bytes and sum(map(proportional_bytes, members)) > self.max_memory_bytes:
+                self.tripped = f"its processes held more than {self.max_memory_bytes // 2**20} MB of memory together: killed"
+            if self.tripped:
                 kill_session(self.session)
                 return
+
+    def measure(self, op):
+        """"mark": start measuring; "rise": the largest rise of resident memory over its lowest
+        point since the mark."""
+        _, resident = self._resident()
+        with self.lock:
+            if op == "mark":
+                self.lowest, self.rise = resident, 0
+                return resident
+            if self.lowest is None:
+                return None
+            rise = max(self.rise, resident - min(self.lowest, resident))
+            self.lowest = self.rise = None
+            return rise
 
     def stop(self):
         self.stopped.set()

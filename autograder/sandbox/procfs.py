@@ -32,3 +32,24 @@ def task_count(pid):
         return len(os.listdir(f"/proc/{pid}/task"))
     except OSError:
         return 0
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes(pid):
+    """Its resident memory (shared pages counted in full: a cheap upper bound)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def proportional_bytes(pid):
+    """Its proportional share of memory (a page shared by n processes counts 1/n): slower to read."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            return next(int(line.split()[1]) for line in rollup if line.startswith(b"Pss:")) * 1024
+    except (OSError, StopIteration, ValueError):
+        return resident_bytes(pid)

@@ -18,6 +18,13 @@ from .processes import FreshProcess
 from .zygotes import ForkedProcess
 
 __all__ = ["Limits", "SandboxedStudent", "StudentError"]
+MESSAGE_CHARS = 2000  # the most kept of any message that comes from the student's process
+
+
+def bounded(text):
+    """A message from the student's process, as the grader keeps it: a string, and not a long one."""
+    text = text if isinstance(text, str) else repr(type(text))
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "... (cut)"
 
 
 def open_process(limits, modules):
@@ -38,6 +45,7 @@ class SandboxedStudent:
         self.deadline = time.monotonic() + limits.submission_seconds
         self.exercise_deadline = float("inf")
         self.known_good = None  # the request that put known-good code in place, re-sent after a restart
+        self.callbacks = {}     # name -> function: what a probe may ask the grader during a call
         self._start()
 
     def start_exercise(self):
@@ -52,6 +60,17 @@ class SandboxedStudent:
                    "method": method, "keep": keep, "seconds": float(seconds)}
         name = "a method of your object" if not isinstance(target, str) else target
         return self._request(request, f"calling {name}", seconds)
+
+    def measured_call(self, target, *args, _time_limit=None, **kwargs):
+        """(`call`'s value, the largest rise of the memory held by all the student's processes
+        during the call), measured outside the student's reach (`zygote.ProcessWatcher`)."""
+        if self.process is None or self.process.memory("mark") is None:
+            raise StudentError("its memory could not be measured: your notebook's process had stopped")
+        value = self.call(target, *args, _time_limit=_time_limit, **kwargs)
+        rise = self.process.memory("rise") if self.process is not None else None
+        if rise is None:
+            raise StudentError("its memory could not be measured: your notebook's process ended during the call")
+        return value, rise
 
     def use_known_good(self, sources, names):
         """The reference solutions of exercises already checked replace the student's own."""
@@ -72,7 +91,7 @@ class SandboxedStudent:
             self._send({"op": "run", "cells": [list(c) for c in self.cells], "cell_seconds": self.limits.cell_seconds},
                        "sending your notebook's cells", self.limits.notebook_seconds)
             reply = self._receive(self.limits.notebook_seconds, "running your notebook")
-            self.cell_errors = {index: error for index, error in reply["cells"] if error}
+            self.cell_errors = {index: bounded(error) for index, error in reply["cells"][:100_000] if error}
         except StudentError as error:
             self.cell_errors = {None: str(error)}
             self.restarts_left = 0  # the notebook itself does not run: starting again would not help
@@ -95,8 +114,19 @@ class SandboxedStudent:
         self._send(request, doing, seconds + self.limits.grace_seconds)
         reply = self._receive(seconds + self.limits.grace_seconds, doing)
         if "error" in reply:
-            raise StudentError(reply["error"])
+            raise StudentError(bounded(reply["error"]))
         return reply["value"]
+
+    def _answer(self, question):
+        """The grader's answer to a probe's question: only the callbacks a check has registered,
+        on plain values; whatever goes wrong is the student's call's error, not the grader's."""
+        callback = self.callbacks.get(question["callback"]) if isinstance(question["callback"], str) else None
+        if callback is None or not isinstance(question.get("args"), list):
+            return {"error": "the grader answers no such question now"}
+        try:
+            return {"value": callback(*question["args"])}
+        except Exception as error:  # noqa: BLE001
+            return {"error": bounded(f"{type(error).__name__}: {error}")}
 
     def _send(self, request, doing, seconds):
         try:
@@ -105,8 +135,12 @@ class SandboxedStudent:
             self._fail(f"time limit: your notebook's process stopped reading while {doing}")
 
     def _receive(self, seconds, doing):
+        deadline = time.monotonic() + seconds
         try:
             reply = self.process.receive(seconds, self.limits.reply_bytes)
+            while isinstance(reply, dict) and "callback" in reply:  # a probe asks the grader, mid-call
+                self.process.send(self._answer(reply), max(deadline - time.monotonic(), 0.1))
+                reply = self.process.receive(max(deadline - time.monotonic(), 0.1), self.limits.reply_bytes)
             if isinstance(reply, dict) and ("value" in reply or "error" in reply or "cells" in reply):
                 return reply
             failure = f"unreadable reply while {doing}"

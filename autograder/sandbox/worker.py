@@ -82,7 +82,17 @@ def _close_figures():
 def serve(channel_in, channel_out):
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim,
                  "input": _no_input}
-    calls = StudentNamespace(namespace)
+
+    def ask_grader(name, *args):
+        """A question to the grader in the middle of a call (a probe's model whose forward the
+        grader computes and counts on its side): its answer, or the grader's refusal raised."""
+        write_frame(channel_out, {"callback": name, "args": list(args)})
+        answer = read_frame(channel_in)
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer["value"]
+
+    calls = StudentNamespace(namespace, ask_grader)
     request = read_frame(channel_in)
     write_frame(channel_out, {"cells": run_cells(request["cells"], namespace, request["cell_seconds"])})
     while True:

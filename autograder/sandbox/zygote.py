@@ -6,7 +6,8 @@ import threading
 
 from ..wire import read_frame, write_frame
 from . import SANDBOX_HOME, WRITABLE
-from .procfs import is_zombie, pids, task_count
+from .procfs import is_zombie, pids, proportional_bytes, resident_bytes, task_count
+from .walls import enter_own_namespaces, walls_work
 from .worker import alarm, preload, serve
 
 
@@ -15,27 +16,33 @@ def zygote(control_fd, modules):
 
     The child gets a fresh socket, passed to the grader, and never the control socket. When it
     ends, every other process in this PID namespace is killed and the writable folders are
-    wiped before the grader hears "ready": nothing of one student is left for the next. This
-    process is not dumpable, so the students' processes can neither trace it nor read or write
-    its memory."""
+    wiped before the grader hears "ready": nothing of one student is left for the next. Each
+    student runs in namespaces of its own (`walls`), where no process of the grader's can be
+    named; this process is also not dumpable, so nothing can trace it or read its memory."""
     import ctypes
     import socket
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4, 0: no ptrace, no /proc/<pid>/mem
     _remember_mount_points()
     preload(modules)
+    walls = walls_work()
     control = socket.socket(fileno=control_fd)
     reader, writer = control.makefile("rb"), control.makefile("wb")
-    write_frame(writer, {"ready": True, "clean": True})
+    write_frame(writer, {"ready": True, "clean": True, "walls": walls})
     while True:
         try:
             request = read_frame(reader)  # a request for a fork
         except EOFError:
             return
+        if request.get("op") != "fork":  # a late question about a child that has ended
+            write_frame(writer, {"answer": None})
+            continue
         ours, theirs = socket.socketpair()
         pid = os.fork()
         if pid == 0:
             try:
                 reader.close(), writer.close(), control.close(), ours.close()
+                if walls:
+                    enter_own_namespaces()
                 signal.signal(signal.SIGALRM, alarm)
                 os.chdir(SANDBOX_HOME)
                 serve(theirs.makefile("rb", buffering=0), theirs.makefile("wb", buffering=0))
@@ -44,7 +51,8 @@ def zygote(control_fd, modules):
         theirs.close()
         socket.send_fds(control, [b"F"], [ours.fileno()])
         ours.close()
-        watcher = ProcessWatcher(request["max_tasks"], request["max_scratch_bytes"])
+        watcher = ProcessWatcher(request["max_tasks"], request["max_scratch_bytes"], request["max_memory_bytes"],
+                                 control, waiting=pid if walls else None)
         _, status = os.waitpid(pid, 0)
         watcher.stop()  # no thread may run while this process forks
         exited = watcher.tripped or _status_text(status)
@@ -52,26 +60,47 @@ def zygote(control_fd, modules):
 
 
 class ProcessWatcher(threading.Thread):
-    """Watches the namespace while a student's child runs: past the limit of processes and
-    threads (a fork or thread bomb), or of bytes written to the in-memory folders (which are
-    memory the student's limits do not count), it kills them all and says why in `tripped`."""
+    """Watches the namespace while a student's child runs, from outside the student's own
+    namespaces: past the limit of processes and threads (a fork or thread bomb), of bytes written
+    to the in-memory folders (memory the student's limits do not count), or of memory held by all
+    the student's processes together, it kills them all and says why in `tripped`.
 
-    def __init__(self, max_tasks, max_scratch_bytes):
+    It also answers the grader's questions about memory on the control socket: "mark" starts a
+    measurement, "rise" ends it with the largest rise of the student's resident memory over its
+    lowest point since the mark (memory given back and taken again still counts). Nothing the
+    student does in its own processes changes what is read here."""
+
+    def __init__(self, max_tasks, max_scratch_bytes, max_memory_bytes, control, waiting=None):
         super().__init__(daemon=True)
-        self.max_tasks, self.max_scratch_bytes, self.tripped = max_tasks, max_scratch_bytes, ""
+        self.max_tasks, self.max_scratch_bytes, self.max_memory_bytes = max_tasks, max_scratch_bytes, max_memory_bytes
+        self.control, self.waiting, self.tripped = control, waiting, ""
+        self.questions = control.makefile("rb", buffering=0)
+        self.answers = control.makefile("wb", buffering=0)
         self.stopped = threading.Event()
+        self.lowest = self.rise = None  # the measurement under way, if any
         self.start()
 
     def run(self):
+        import select
         me = os.getpid()
-        while not self.stopped.wait(0.02):
+        while not self.stopped.is_set():
+            interval = 0.002 if self.lowest is not None else 0.02
+            if select.select([self.control], [], [], interval)[0]:
+                self._answer(read_frame(self.questions))
+            students = pids(excluding=(1, me, self.waiting))
             tasks = sum(task_count(pid) for pid in pids(excluding=(1, me)))
-            written = sum(_used_bytes(folder) for folder in WRITABLE)
+            resident = sum(resident_bytes(pid) for pid in students)
+            if self.lowest is not None:
+                self.lowest = min(self.lowest, resident)
+                self.rise = max(self.rise, resident - self.lowest)
             if tasks > self.max_tasks:
                 self.tripped = f"too many processes and threads (more than {self.max_tasks}): killed"
-            elif written > self.max_scratch_bytes:
+            elif sum(_used_bytes(folder) for folder in WRITABLE) > self.max_scratch_bytes:
                 self.tripped = (f"wrote more than {self.max_scratch_bytes // 2**20} MB to its home, /tmp and "
                                 "/dev/shm: killed")
+            elif resident > self.max_memory_bytes and sum(map(proportional_bytes, students)) > self.max_memory_bytes:
+                self.tripped = (f"its processes held more than {self.max_memory_bytes // 2**20} MB of memory "
+                                "together: killed")
             if self.tripped:
                 while pids(excluding=(1, me)):
                     try:
@@ -79,6 +108,19 @@ class ProcessWatcher(threading.Thread):
                     except ProcessLookupError:
                         break
                 return
+
+    def _answer(self, question):
+        students = pids(excluding=(1, os.getpid(), self.waiting))
+        resident = sum(resident_bytes(pid) for pid in students)
+        if question.get("op") == "mark":
+            self.lowest, self.rise = resident, 0
+            write_frame(self.answers, {"answer": resident})
+        elif question.get("op") == "rise" and self.lowest is not None:
+            self.rise = max(self.rise, resident - min(self.lowest, resident))
+            write_frame(self.answers, {"answer": self.rise})
+            self.lowest = self.rise = None
+        else:
+            write_frame(self.answers, {"answer": None})
 
     def stop(self):
         self.stopped.set()

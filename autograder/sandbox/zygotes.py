@@ -28,24 +28,43 @@ class Zygote:
         theirs.close()
         self.output = OutputDrain(self.process.stdout)
         self.busy = False
-        self._expect_ready(120)
+        self.early_ready = None  # a "ready" that came while a question about memory was asked
+        self.walls = bool(self._expect_ready(120).get("walls"))
 
     def alive(self):
         return self.process.poll() is None
 
-    def _expect_ready(self, seconds):
+    def _reply(self, seconds):
         try:
-            reply = channel.receive(self.control.fileno(), time.monotonic() + seconds, max_bytes=4096)
+            return channel.receive(self.control.fileno(), time.monotonic() + seconds, max_bytes=4096)
         except channel.ReplyTooLarge:
             raise WireError("the zygote's reply is too long") from None
+
+    def _expect_ready(self, seconds):
+        reply, self.early_ready = self.early_ready or self._reply(seconds), None
+        while "answer" in reply:  # the late answer to a question about a child that has ended
+            reply = self._reply(seconds)
         if not (reply.get("ready") and reply.get("clean")):
             raise WireError(f"the zygote is not clean: {reply}")
         self.busy = False
         return reply
 
+    def ask(self, op):
+        """A question to the zygote's watcher about the running child ("mark", "rise"); None if
+        the child has ended."""
+        if self.early_ready is not None:
+            return None
+        channel.send(self.control.fileno(), {"op": op}, time.monotonic() + 10)
+        reply = self._reply(10)
+        if "answer" not in reply:
+            self.early_ready = reply
+            return None
+        return reply["answer"]
+
     def fork(self):
         channel.send(self.control.fileno(), {"op": "fork", "max_tasks": self.limits.processes,
-                                             "max_scratch_bytes": self.limits.scratch_bytes}, time.monotonic() + 30)
+                                             "max_scratch_bytes": self.limits.scratch_bytes,
+                                             "max_memory_bytes": self.limits.memory_bytes}, time.monotonic() + 30)
         ready, _, _ = select.select([self.control], [], [], 30)
         if not ready:
             raise TimeoutError
@@ -102,6 +121,13 @@ class ForkedProcess(StudentProcess):
                     raise
         self.read_fd = self.write_fd = self.socket.fileno()
         self.exit_status = None
+
+    def memory(self, op):
+        """Asked of the zygote, outside the student's namespaces: see `zygote.ProcessWatcher`."""
+        try:
+            return self.zygote.ask(op)
+        except (OSError, TimeoutError, EOFError, WireError):
+            return None
 
     def death(self):
         self._finish()

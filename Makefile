@@ -1,13 +1,11 @@
-# Each target sets up .venv itself (Python 3.11 and the package registries are all it needs).
-PYTHON ?= python3
-VENV := .venv
-BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Each target sets up .venv itself (Python 3.11 and the package registries are all it needs):
+# see student/venv.mk, shared with the students' copy, for PYTHON= and TORCH_INDEX=.
+include student/venv.mk
 SUBMISSIONS ?= samples/submitted
 OUT ?= grades
 JOBS ?=
 
-.PHONY: all book test release grade check student-copy clean
+.PHONY: all book test release grade check student-copy clean distclean
 
 # $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM)
 apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
@@ -17,8 +15,8 @@ apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && comman
 all: test
 
 $(STAMP): requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	$(make_venv)
+	$(PIP) -r requirements.txt
 	@# Debian packages, installed when make runs as root: bubblewrap isolates student code in the
 	@# autograder (without it grading still works, unisolated); chromium and its driver run the
 	@# browser test of the built book (without them that test says what is missing and fails)
@@ -40,18 +38,17 @@ check: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
 	$(BIN)/python -m autograder check "$(NB)"
 
-# What students get: the notebooks, the package without its hidden checks, and what installs
-# them; no solutions/ and no tests/ (whose wrong implementations are near misses of the solutions)
-student-copy:
+# What students get (student/make_copy.py): the notebooks, the package without its hidden checks,
+# their own README, Makefile and lighter requirements; no solutions/ and no tests/
+student-copy: $(STAMP)
 	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=folder"; exit 2; }
-	@test ! -e "$(DEST)" || { echo "$(DEST) exists: give a new folder"; exit 2; }
-	mkdir -p "$(DEST)"
-	cp -r Makefile README.md requirements.txt pyproject.toml notebooks autograder "$(DEST)"/
-	rm -rf "$(DEST)/autograder/checks"
-	find "$(DEST)" -name __pycache__ -prune -exec rm -rf {} +
+	$(BIN)/python student/make_copy.py "$(DEST)"
 
 grade: $(STAMP)
 	$(BIN)/python -m autograder grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),-j $(JOBS))
 
-clean:
+clean:  # keeps .venv: `make distclean` removes it too
 	rm -rf _build
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

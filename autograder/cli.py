@@ -1,4 +1,4 @@
-"""`python -m autograder grade SUBMISSIONS --out DIR [-j N]`."""
+"""`python -m autograder grade SUBMISSIONS --out DIR [-j N] [--student NAME] [--shard K/N]`, `merge`, `check`, `export`."""
 import argparse
 import os
 import sys
@@ -17,6 +17,14 @@ def main(argv=None):
     grade.add_argument("--out", required=True, help="folder for grades.csv and feedback/")
     grade.add_argument("-j", "--jobs", type=int, default=os.cpu_count(), help="parallel workers (default: cores)")
     grade.add_argument("--quiet", action="store_true", help="no progress and no table")
+    grade.add_argument("--student", action="append", default=[], metavar="NAME",
+                       help="grade this student again (repeatable); the others' results are kept from --out's journal")
+    grade.add_argument("--shard", metavar="K/N", help="grade the Kth of N shares of the students "
+                       "(one machine of N); `merge` combines the shards' --out folders")
+    merge = commands.add_parser("merge", help="combine the --out folders of `grade --shard K/N` runs into one")
+    merge.add_argument("shards", nargs="+", metavar="SHARD_OUT")
+    merge.add_argument("--out", required=True, help="folder for grades.csv, summary.csv and feedback/")
+    merge.add_argument("--quiet", action="store_true", help="no table")
     check = commands.add_parser("check", help="a student's pre-flight check of one notebook: run it as `grade` "
                                 "will, with its visible tests, and say what can cost points (no hidden checks)")
     check.add_argument("notebook", help="the notebook, <assignment>.ipynb")
@@ -54,6 +62,14 @@ def main(argv=None):
         from .export import write_lms
         print(write_lms(args.grades_csv, args.to))
         return 0
+    if args.command == "merge":
+        from .shards import ShardError, merge as merge_shards
+        try:
+            graded, problems = merge_shards(args.shards)
+        except ShardError as error:
+            parser.error(str(error))
+        _write_results(graded, problems, args.out, args.quiet)
+        return 0
     limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
                     notebook_seconds=args.notebook_seconds, exercise_seconds=args.exercise_seconds,
                     submission_seconds=args.submission_seconds,
@@ -76,6 +92,19 @@ def main(argv=None):
     if not bubblewrap_works():
         print(f"\n*** WARNING: {NOT_ISOLATED} ***\n", file=sys.stderr)
     from . import pipeline  # imports the checks: only grading does (`check` must run without them)
+    from .shards import ShardError, parse as parse_shard, students_of, write as write_shard
+    try:
+        found, _ = pipeline.discover(args.submissions, skip=args.out)
+        shard = parse_shard(args.shard) if args.shard else None
+    except (pipeline.NothingToGrade, ShardError) as error:
+        parser.error(str(error))  # exit status 2: a run that grades nothing is an error
+    everyone = sorted({job.student for job in found})
+    share = students_of(everyone, *shard) if shard else None
+    for name in args.student:
+        if name not in everyone:
+            parser.error(f"--student {name}: no such student folder in {args.submissions}")
+        if share is not None and name not in share:
+            parser.error(f"--student {name}: in another shard than {args.shard}")
 
     def progress(done, total, graded):
         if not args.quiet:
@@ -85,15 +114,25 @@ def main(argv=None):
                   file=sys.stderr, flush=True)
 
     graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
-                                          progress=progress)
+                                          progress=progress, regrade=set(args.student), students=share)
+    if shard:
+        write_shard(args.out, *shard, everyone, graded, problems)
+    _write_results(graded, problems, args.out, args.quiet)
+    if shard:
+        print(f"shard {args.shard}: {len(share)} of {len(everyone)} students; when every shard is done: "
+              f"python -m autograder merge SHARD_OUT... --out DIR", file=sys.stderr)
+    return 0
+
+
+def _write_results(graded, problems, out, quiet):
+    """grades.csv, feedback/ and summary.csv in OUT, the warnings, and the tables unless quiet."""
     for problem in problems:
         print(f"warning: {for_terminal(problem)}", file=sys.stderr)
-    path = report.write_grades(graded, args.out)
-    report.write_feedback(graded, args.out)
-    summary_path = summary.write_summary(graded, args.out)
-    if not args.quiet:
+    path = report.write_grades(graded, out)
+    report.write_feedback(graded, out)
+    summary_path = summary.write_summary(graded, out)
+    if not quiet:
         print(report.table(graded))
         print("\nClass summary (the most common failure is each student's first failing check):")
         print(summary.text(graded))
-        print(f"\n{path}; {summary_path}; feedback in {os.path.join(args.out, 'feedback')}")
-    return 0
+        print(f"\n{path}; {summary_path}; feedback in {os.path.join(out, 'feedback')}")

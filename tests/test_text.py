@@ -79,3 +79,14 @@ def test_results_bound_every_string_when_it_is_set():
 def test_the_instructors_page_states_the_bounds_the_code_uses():
     page = (REPO / "book" / "instructors.md").read_text()
     assert f"cut to {LIMIT:,} characters" in page and f"at most {MAX_NOTES} notes" in page
+
+
+def test_nbgrader_feedback_keeps_a_test_cells_error_bounded():
+    import nbformat
+
+    from autograder.nbgrader_feedback import ShortTestTracebacks
+    meta = {"nbgrader": {"grade": True, "solution": False, "grade_id": "test_softmax", "points": 4}}
+    cell = nbformat.v4.new_code_cell("assert softmax(x) == 1", metadata=meta)
+    cell.outputs = [nbformat.v4.new_output("error", ename="E" * 10_000_000, evalue="bad", traceback=["hidden test"])]
+    error = ShortTestTracebacks().preprocess_cell(cell, {}, 0)[0].outputs[0]
+    assert len(error["ename"]) == LIMIT and error["traceback"] == [f"{error['ename']}: bad"]

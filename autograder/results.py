@@ -13,6 +13,8 @@ MAX_NOTES = 20   # a notebook of 10,000 failing cells needs one line that says s
 
 
 class _Bounded:
+    """Every string field bounded (autograder.text), `notes` a Notes: a student's text is never kept whole."""
+
     def __setattr__(self, name, value):  # at construction, and any change after it
         if isinstance(value, str):
             value = bounded(value)

@@ -15,7 +15,7 @@ _OTHERS = "\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 _ANY_CONTROL = re.compile(f"[\x00-\x1f{_OTHERS}]")
 _CONTROL_BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f{_OTHERS}]")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # what a spreadsheet reads as a formula (OWASP)
+_FORMULA_START = ("=", "+", "-", "@")   # a formula in a spreadsheet (OWASP's others, tab and CR, are escaped)
 
 
 def bounded(text, limit=LIMIT):
@@ -26,16 +26,11 @@ def bounded(text, limit=LIMIT):
         cut = f" … [{len(text):,} characters, cut] … "
         kept = max(0, limit - len(cut))
         text = text[:kept - kept // 4] + cut + text[len(text) - kept // 4:]
-    # a lone surrogate ("\ud800") cannot be written to a UTF-8 file: it would stop the run
-    return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
-
-
-def _has_surrogate(text):
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): writing it to a file would stop the run
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def visible(text, newlines=False):

@@ -43,5 +43,5 @@ define make_venv
 	  echo "$(PYTHON) -m venv $(VENV)"; \
 	  $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }; \
 	fi
-	$(if $(TORCH_INDEX),$(PIP) "$$(grep -m1 '^torch==' requirements.txt)" --index-url $(TORCH_INDEX))
+	$(if $(TORCH_INDEX),$(PIP) $(shell grep -m1 '^torch==' requirements.txt) --index-url $(TORCH_INDEX))
 endef

@@ -200,3 +200,41 @@ def test_a_students_copy_without_solutions_checks_but_does_not_grade(tmp_path):
     result = run(BIN / "python", "-m", "autograder", "grade", tmp_path / "class", "--out", tmp_path / "grades",
                  cwd=copy, check=False)
     assert result.returncode == 2 and "grading needs the course's solutions/ folder" in result.stderr
+
+
+def test_an_exercise_the_course_does_not_know_says_which_files_to_add(tmp_path):
+    """A chapter being added (solutions/08-mine, a copy of chapter 1): `check` and `grade` name the
+    file that is missing and point to the contributors' guide, with no traceback."""
+    course, mine = tmp_path / "course", "08-mine"
+    shutil.copytree(REPO / "autograder", course / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "solutions" / A, course / "solutions" / A)
+    shutil.copytree(REPO / "notebooks" / A, course / "notebooks" / A)
+    (course / "solutions" / mine).mkdir()
+    shutil.copy(REPO / "solutions" / A / f"{A}.ipynb", course / "solutions" / mine / f"{mine}.ipynb")
+    solved = write(filled_notebook(A), tmp_path / "class" / "ada" / mine / f"{mine}.ipynb")
+    guide = 'see CONTRIBUTING.md ("Adding a chapter")'
+    assert "## Adding a chapter" in (REPO / "CONTRIBUTING.md").read_text()
+
+    def autograder(*args):
+        result = run(BIN / "python", "-m", "autograder", *args, cwd=course, check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+        return result.stderr.strip().splitlines()[-1]
+
+    assert autograder("check", solved) == (
+        f"python -m autograder: error: {mine} has no student notebook notebooks/{mine}/{mine}.ipynb to check against: "
+        f"generate it from solutions/{mine} with `make release`; {guide}")
+    grade = ("grade", tmp_path / "class", "--out", tmp_path / "grades", "-j", "1", "--quiet")
+    assert autograder(*grade) == (
+        f"python -m autograder: error: {mine} has no checks, so it cannot be graded: add autograder/checks/ch08_mine.py, "
+        f"with ASSIGNMENT = '{mine}' and checks for each of its exercises ({', '.join(NAMES)}); {guide}")
+    copied = (REPO / "autograder" / "checks" / "ch01_weights.py").read_text()
+    (course / "autograder" / "checks" / "ch08_mine.py").write_text(copied)  # still registering for 01-weights
+    assert autograder(*grade) == (f"python -m autograder: error: autograder/checks/ch08_mine.py must set "
+                                  f"ASSIGNMENT = '{mine}' (it sets '{A}'); {guide}")
+    # ASSIGNMENT set, but the checks of one exercise left out: its points could never be earned
+    mine_checks = copied.replace(f'ASSIGNMENT = "{A}"', f'ASSIGNMENT = "{mine}"')
+    mine_checks = mine_checks.replace('equals("entropy", ', 'equals("entropy_", ').replace('check("entropy", ', 'check("entropy_", ')
+    assert 'equals("entropy", ' not in mine_checks and 'check("entropy", ' not in mine_checks
+    (course / "autograder" / "checks" / "ch08_mine.py").write_text(mine_checks)
+    assert autograder(*grade) == (f"python -m autograder: error: exercise entropy of {mine} has no checks, so it cannot "
+                                  f"be graded: register them in autograder/checks/ch08_mine.py; {guide}")

@@ -4,7 +4,8 @@ The zygote's child calls `enter_own_namespaces()` before any student code runs. 
 PID, IPC and mount namespace for this student alone and forks the student's process into them,
 as PID 1 of the new PID namespace; the child itself stays outside and only waits. So:
 - the student cannot name any process of the grader's (the zygote, its watcher, the waiting
-  child): they are outside its PID namespace, and a fresh /proc shows its own processes only.
+  child): they are outside its PID namespace, and a fresh /proc shows its own processes only;
+  it leads a session of its own, so no process group it can signal holds them either.
   Nothing can be signalled, traced, re-limited (prlimit) or read there;
 - when the student's process ends, the kernel kills every process it left (PID 1 has died), and
   its IPC namespace (System V objects, POSIX message queues) and user namespace (its user and
@@ -64,6 +65,7 @@ def enter_own_namespaces():
     pid = os.fork()
     if pid:
         _wait_and_end_alike(pid)
+    os.setsid()  # a process group of its own: kill(0, ...) would reach the zygote's group across namespaces
     _ok(_libc.prctl(1, signal.SIGKILL, 0, 0, 0), "die with its parent")  # PR_SET_PDEATHSIG
     _ok(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make its mounts private")
     if _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0:

@@ -4,7 +4,7 @@ import os
 import sys
 
 from . import has_solutions, report, summary
-from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
+from .sandbox.isolation import NO_WALLS, NOT_ISOLATED, bubblewrap_works, student_walls_work
 from .sandbox.session import Limits
 from .text import for_terminal
 
@@ -40,7 +40,11 @@ def main(argv=None):
                              help=f"memory limit of a student's process (default {defaults.memory_bytes // 2**20})")
     scope = commands.add_parser("gradescope", help="build a Gradescope autograder zip for one assignment")
     scope.add_argument("assignment")
-    scope.add_argument("--out", help="zip path (default: <assignment>-gradescope.zip)")
+    scope.add_argument("--out", help="zip path (default: build/gradescope/<assignment>.zip)")
+    scope_try = commands.add_parser("gradescope-try", help="try a Gradescope zip here as Gradescope runs it (a fresh "
+                                    "venv from its requirements.txt, its run_autograder) and compare with `grade`")
+    scope_try.add_argument("zip")
+    scope_try.add_argument("notebook", help="a submission to grade, <assignment>.ipynb")
     scope_run = commands.add_parser("gradescope-results", help="(inside Gradescope) grade a submission, write results.json")
     scope_run.add_argument("assignment")
     scope_run.add_argument("submission_dir")
@@ -51,8 +55,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "gradescope":
         from .gradescope import build_zip
-        print(build_zip(args.assignment, args.out or f"{args.assignment}-gradescope.zip"))
+        print(build_zip(args.assignment, args.out))
         return 0
+    if args.command == "gradescope-try":
+        from .gradescope import TryError, try_text, try_zip
+        try:
+            tried = try_zip(args.zip, args.notebook)
+        except TryError as error:
+            print(f"gradescope-try: {error}", file=sys.stderr)
+            return 1
+        print(try_text(tried))
+        return 0 if tried["same"] else 1
     if args.command == "gradescope-results":
         from .gradescope import results_json
         data = results_json(args.assignment, args.submission_dir, args.results_json)
@@ -91,6 +104,8 @@ def main(argv=None):
 
     if not bubblewrap_works():
         print(f"\n*** WARNING: {NOT_ISOLATED} ***\n", file=sys.stderr)
+    elif not student_walls_work():
+        print(f"\n*** WARNING: {NO_WALLS} ***\n", file=sys.stderr)
     from . import pipeline  # imports the checks: only grading does (`check` must run without them)
     from .shards import ShardError, parse as parse_shard, students_of, write as write_shard
     try:

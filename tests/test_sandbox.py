@@ -157,3 +157,45 @@ def test_student_code_is_never_root_on_the_host_and_leaves_no_file_there():
         assert uids == ({65534} if _unprivileged_namespaces() else {0})
         assert drops_identity() == _unprivileged_namespaces()
     assert not setuid_files_since(tempfile.gettempdir(), start)
+
+
+WALLS = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def seen():
+    caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))]
+    return {'pid': os.getpid(), 'ppid': os.getppid(), 'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),
+            'caps': caps, 'new_user_namespace': libc.unshare(0x10000000) == 0, 'session': os.getsid(0) == os.getpid()}
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_each_student_is_walled_off_from_the_grader():
+    """PID 1 of its own namespaces: no process of the grader's to name, no capability, no way to
+    make a user namespace of its own (and mount a tmpfs the watcher would not see)."""
+    from autograder.sandbox.isolation import student_walls_work
+    assert student_walls_work()
+    with SandboxedStudent([(0, WALLS + "\nimport subprocess\nchild = subprocess.Popen(['sleep', '30'])")],
+                          Limits(), ["numpy"]) as student:
+        assert student.cell_errors == {}
+        seen = student.call("seen")
+    assert (seen["pid"], seen["ppid"]) == (1, 0)
+    assert seen["pids"] == [1, 2]  # itself and its own child: nothing of the grader's
+    assert seen["caps"] == ["0000000000000000"] * 3
+    assert not seen["new_user_namespace"] and seen["session"]
+
+
+def test_memory_is_measured_and_bounded_from_outside():
+    """The rise of the memory all the student's processes hold, over its lowest point during the
+    call; four processes under the per-process limit are killed together past the submission's."""
+    grow = "import subprocess, sys\ndef hold(mb):\n    return len(bytearray(mb * 2**20))\n"
+    with SandboxedStudent([(0, grow)], Limits(), ["numpy"]) as student:
+        (_, small), (_, big) = student.measured_call("hold", 1), student.measured_call("hold", 200)
+    assert small < 8 * 2**20 and 190 * 2**20 < big < 260 * 2**20
+    four = ("import subprocess, sys\nkids = [subprocess.Popen([sys.executable, '-c', "
+            "'import time; x = bytearray(150 * 2**20); time.sleep(30)']) for _ in range(4)]\nimport time\ntime.sleep(20)")
+    limits = Limits(memory_bytes=400 * 2**20, notebook_seconds=60, restarts=0)
+    start = time.monotonic()
+    with SandboxedStudent([(0, four)], limits, ["numpy"]) as student:
+        assert "MB of memory together" in student.cell_errors[None]
+    assert time.monotonic() - start < 20

@@ -194,3 +194,22 @@ def apply_limits(limits):
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
         _relay_as_nobody() if bubblewrap_works() else _become_nobody()
+
+
+NO_WALLS = ("this kernel does not let each student have namespaces of its own inside the sandbox: students "
+            "share the sandbox's, and a student's code can signal or re-limit the grader's zygote there")
+
+
+@functools.cache
+def student_walls_work():
+    """Whether the zygote's children can be walled off from each other and from it (`walls`)."""
+    if not bubblewrap_works():
+        return False
+    probe = BOOTSTRAP.replace("from autograder.sandbox.start import main; main(sys.argv)",
+                              "from autograder.sandbox.walls import walls_work; sys.exit(0 if walls_work() else 1)")
+    try:
+        return subprocess.run(bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", probe],
+                              capture_output=True, timeout=60, cwd="/",
+                              preexec_fn=_relay_as_nobody if drops_identity() else None).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

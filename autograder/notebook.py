@@ -117,8 +117,10 @@ MAX_CELLS = 10_000
 
 
 def read_notebook_bytes(path):
-    """The bytes of a submitted notebook: a regular file with one link, never followed through a
-    symlink (to the solutions, or to another student's notebook), and not too large."""
+    """The bytes of a submitted notebook: a regular file, never followed through a symlink (to the
+    solutions, or to another student's notebook), not the course's own source notebook, and not
+    too large. A hard link is read: it may be another student's notebook, and refusing it would
+    cost that student too (`pipeline.discover` flags such pairs to the instructor)."""
     import os
     import stat
     try:
@@ -131,12 +133,18 @@ def read_notebook_bytes(path):
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise NotebookError(f"{path.name} is not a regular file: hand in the notebook file itself")
-        if info.st_nlink != 1:
-            raise NotebookError(f"{path.name} is a hard link to another file: hand in a copy of the notebook")
+        if info.st_nlink > 1 and (info.st_dev, info.st_ino) in _source_files():
+            raise NotebookError(f"{path.name} is a hard link to the course's reference notebook: hand in your own")
         if info.st_size > MAX_NOTEBOOK_BYTES:
             raise NotebookError(f"{path.name} is {info.st_size / 2**20:.0f} MB, more than the "
                                 f"{MAX_NOTEBOOK_BYTES // 2**20} MB accepted: clear its outputs and save it again")
         return f.read(MAX_NOTEBOOK_BYTES + 1)
+
+
+def _source_files():
+    """(device, inode) of the course's source notebooks, which hold the reference solutions."""
+    import os
+    return {(info.st_dev, info.st_ino) for info in map(os.stat, SOLUTIONS_DIR.glob("*/*.ipynb"))}
 
 
 def load_submission(path, assignment):

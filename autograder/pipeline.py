@@ -2,9 +2,12 @@
 
 SUBMISSIONS follows nbgrader's layout, `<student>/<assignment>/<assignment>.ipynb`.
 """
+import dataclasses
 import os
+import stat
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import NamedTuple
 
 from . import assignments, journal, notebook, reference
 from .checks import exercise_checks, run_exercise
@@ -12,35 +15,150 @@ from .notebook import NotebookError, load_submission
 from .results import Graded
 from .sandbox.session import Limits, SandboxedStudent
 
+LAYOUT = "<student>/<assignment>/<assignment>.ipynb"
 
-def discover(submissions):
-    """[(student, assignment, notebook path)] in a stable order, plus problems with the layout.
 
-    A folder whose name is close to an assignment's (`01_weights`, `01-Weights`) is graded as
-    that assignment, with a note, unless the student also has the right folder."""
+class NothingToGrade(Exception):
+    """The submissions folder holds no student's notebook, or is one student's folder: the message
+    says what it holds and what was expected."""
+
+
+class Job(NamedTuple):
+    """One student's rows for one assignment: a notebook to grade, or a refusal (0 points, and why)."""
+    student: str
+    assignment: str
+    path: str = ""       # the notebook to grade; "" with a refusal
+    refusal: str = ""    # why there is nothing to grade (names the layout expected)
+    notes: tuple = ()    # layout notes for the student's feedback; not journaled (the layout may change)
+
+
+def discover(submissions, skip=None):
+    """(jobs, problems): every student's jobs, students in sorted order, each student's in course
+    order; problems are (student, text) for the instructor (student None: about the whole class).
+
+    Every folder under SUBMISSIONS is a student and gets rows, so nobody disappears from
+    grades.csv: a folder close to an assignment's name (`01_weights`) and a notebook outside its
+    folder (`carol/01-weights.ipynb`) are graded as that assignment, with a note (the student did
+    the work; the layout is the collection's business, and the note says how to fix it); a
+    student with nothing gradable gets 0 for each assignment the rest of the class handed in,
+    with the reason. `skip`: a folder not to take for a student (the --out folder, if inside).
+    Raises NothingToGrade when no student has a notebook, or SUBMISSIONS holds assignment folders."""
     known = assignments()
-    found, problems = [], []
-    for student in sorted(os.listdir(submissions)):
-        student_dir = os.path.join(submissions, student)
-        if not os.path.isdir(student_dir) or student.startswith("."):
+    students, problems = {}, []
+    for name in sorted(os.listdir(submissions)):
+        path = os.path.join(submissions, name)
+        if name.startswith(".") or (skip and _same_folder(path, skip)):
             continue
-        if os.path.islink(student_dir):
-            problems.append(f"{student}: a symbolic link, not a folder; not graded")
+        if os.path.islink(path):
+            students[name] = ([], f"{name} is a symbolic link, not a folder")
+        elif os.path.isdir(path):
+            students[name] = _student_jobs(name, path, known, problems)
+        else:
+            problems.append((None, f"{name}: a file at the top of the submissions folder, not a student's folder; "
+                                   f"not graded (expected {LAYOUT})"))
+    handed_in = [a for a in known if any(j.assignment == a for jobs, _ in students.values() for j in jobs)]
+    if not handed_in or set(students) & set(known):
+        raise NothingToGrade(_nothing_to_grade(submissions, students, known))
+    found = []
+    for student, (jobs, found_there) in students.items():
+        if not jobs:  # still listed: 0 for what the class handed in, and why
+            reason = (f"nothing to grade in {student}/ ({found_there}): hand in {student}/<assignment>/<assignment>.ipynb "
+                      f"(0 for each assignment the rest of the class handed in)")
+            jobs = [Job(student, a, refusal=reason) for a in handed_in]
+            problems.append((student, reason))
+        found.extend(jobs)
+    return _flag_hard_links(submissions, found, problems), problems
+
+
+def _same_folder(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return False
+
+
+def _student_jobs(student, folder, known, problems):
+    """([Job] in course order, what the folder holds in words)."""
+    try:
+        entries = sorted(e for e in os.listdir(folder) if not e.startswith("."))
+    except OSError as error:
+        return [], f"cannot be read: {error.strerror}"
+    folders = [e for e in entries if os.path.isdir(os.path.join(folder, e))
+               or (os.path.islink(os.path.join(folder, e)) and not e.endswith(".ipynb"))]
+    jobs, taken = {}, {}  # assignment -> its Job, and the folder it came from
+    for name in folders:
+        assignment = name if name in known else _closest(name, known)
+        if assignment is None or (assignment != name and assignment in folders):
+            problems.append((student, f"{student}/{name}: not an assignment of this course "
+                                      f"(expected one of {', '.join(known)}); not graded"))
+        elif assignment in taken:
+            problems.append((student, f"{student}/{name}: ignored ({student}/{taken[assignment]}/ is graded as {assignment})"))
+        elif os.path.islink(os.path.join(folder, name)):
+            taken[assignment] = name
+            jobs[assignment] = Job(student, assignment, refusal=f"{student}/{name} is a symbolic link, not a folder: "
+                                                                f"hand in {student}/{assignment}/{assignment}.ipynb")
+            problems.append((student, f"{student}/{name}: a symbolic link, not a folder; not graded"))
+        else:
+            notes = ()
+            if assignment != name:
+                notes = (f"graded as {assignment}: the folder {student}/{name} should be named {assignment}",)
+                problems.append((student, notes[0]))
+            taken[assignment] = name
+            jobs[assignment] = Job(student, assignment, os.path.join(folder, name, f"{assignment}.ipynb"), notes=notes)
+    for name in entries:
+        if name in folders or not name.endswith(".ipynb"):
             continue
-        folders = sorted(f for f in os.listdir(student_dir) if not f.startswith("."))
-        for folder in folders:
-            if os.path.islink(os.path.join(student_dir, folder)):
-                problems.append(f"{student}/{folder}: a symbolic link, not a folder; not graded")
-                continue
-            assignment = folder if folder in known else _closest(folder, known)
-            if assignment is None or (assignment != folder and assignment in folders):
-                problems.append(f"{student}/{folder}: not an assignment of this course "
-                                f"(expected one of {', '.join(known)}); not graded")
-                continue
-            if assignment != folder:
-                problems.append(f"{student}/{folder}: graded as {assignment} (the folder should be named {assignment})")
-            found.append((student, assignment, os.path.join(student_dir, folder, f"{assignment}.ipynb")))
-    return found, problems
+        assignment = name[:-len(".ipynb")] if name[:-len(".ipynb")] in known else _closest(name[:-len(".ipynb")], known)
+        if assignment is None:
+            problems.append((student, f"{student}/{name}: not named after an assignment of this course "
+                                      f"(expected {LAYOUT}); not graded"))
+        elif assignment in jobs:
+            problems.append((student, f"{student}/{name}: ignored ({student}/{assignment}/ is graded)"))
+        else:
+            note = (f"found {student}/{name}: graded as {assignment}; "
+                    f"its place is {student}/{assignment}/{assignment}.ipynb")
+            jobs[assignment] = Job(student, assignment, os.path.join(folder, name), notes=(note,))
+            problems.append((student, note))
+    shown = ", ".join(e + "/" * (e in folders) for e in entries[:5]) + (", …" if len(entries) > 5 else "")
+    return [jobs[a] for a in known if a in jobs], f"found {shown}" if entries else "it is empty"
+
+
+def _nothing_to_grade(submissions, students, known):
+    if not students:
+        return f"no student folder in {submissions}: expected {submissions}/{LAYOUT}"
+    if set(students) & set(known):  # given one student's folder instead of the class's
+        return (f"{submissions} holds {', '.join(sorted(set(students) & set(known)))}/, an assignment: "
+                f"give the folder that holds the students' folders ({LAYOUT})")
+    return (f"no notebook to grade in {submissions}: none of its {len(students)} student folders holds a notebook "
+            f"of this course's assignments; expected {submissions}/{LAYOUT}")
+
+
+def _flag_hard_links(submissions, found, problems):
+    """One file handed in by several students (hard links in the collected folder) is graded for
+    each of them, and the pair is flagged: nobody can tell from the file who made the link, so
+    refusing it would cost the student whose notebook it is."""
+    by_file = {}
+    for i, job in enumerate(found):
+        try:
+            info = os.lstat(job.path) if job.path else None
+        except OSError:
+            continue
+        if info and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            by_file.setdefault((info.st_dev, info.st_ino), []).append(i)
+    for group in by_file.values():
+        students = sorted({found[i].student for i in group})
+        if len(students) < 2:
+            continue
+        paths = ", ".join(os.path.relpath(found[i].path, submissions) for i in group)
+        for i in group:
+            others = ", ".join(s for s in students if s != found[i].student)
+            note = (f"this notebook is the same file as {others}'s (a hard link in the collected folder): "
+                    f"it was graded for each of you, and your instructor was told")
+            found[i] = found[i]._replace(notes=found[i].notes + (note,))
+        for student in students:
+            problems.append((student, f"{' and '.join(students)} handed in one file ({paths}: hard links): "
+                                      f"graded for each; find out whose notebook it is"))
+    return found
 
 
 def _closest(folder, known):
@@ -87,34 +205,45 @@ def _load(path, assignment):
 
 
 def _grade_job(job, limits=Limits()):
-    student, assignment, path = job
+    if job.refusal:
+        return not_graded(job.student, job.assignment, job.refusal)
     try:
-        return grade_notebook(student, assignment, path, limits)
+        return grade_notebook(job.student, job.assignment, job.path, limits)
     except Exception as error:  # a grader bug must cost one notebook, not the run
-        return not_graded(student, assignment, f"internal grader error ({type(error).__name__}: {error})")
+        return not_graded(job.student, job.assignment, f"internal grader error ({type(error).__name__}: {error})")
 
 
-def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None):
-    """Grade every notebook; results in discovery order, whatever order the workers finish in.
-    With `out_dir`, each result is journaled as it comes and a journaled one is not graded again."""
-    found, problems = discover(submissions)
+def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None):
+    """(results, problems): every job's Graded in discovery order, whatever order the workers
+    finish in, and the instructor's warnings. With `out_dir`, each result is journaled as it
+    comes and a journaled one is not graded again, except the students in `regrade`. `students`:
+    grade only these (a shard), with the layout seen over the whole class."""
+    found, problems = discover(submissions, skip=out_dir)
+    if students is not None:
+        found = [job for job in found if job.student in students]
+    problems = list(dict.fromkeys(text for student, text in problems
+                                  if students is None or student is None or student in students))
     jobs = jobs or os.cpu_count() or 1
-    results = [journal.load(out_dir, *job) if out_dir else None for job in found]
+    results = [journal.load(out_dir, job.student, job.assignment, job.path)
+               if out_dir and job.path and job.student not in regrade else None for job in found]
     todo = [i for i, r in enumerate(results) if r is None]
     done = len(found) - len(todo)
 
     def finish(i, graded):
         nonlocal done
         results[i] = graded
-        if out_dir:
+        if out_dir and found[i].path:
             try:
-                journal.save(out_dir, graded, found[i][2])
+                journal.save(out_dir, graded, found[i].path)
             except OSError as error:  # a full disk: the run goes on, unjournaled (a rerun grades it again)
                 problems.append(f"{graded.student}/{graded.assignment}: not journaled ({error.strerror})")
         done += 1
         progress and progress(done, len(found), graded)
 
-    by_assignment = sorted(todo, key=lambda i: (found[i][1], i))  # a warm zygote serves one assignment
+    for i in [i for i in todo if found[i].refusal]:
+        finish(i, _grade_job(found[i]))
+    todo = [i for i in todo if not found[i].refusal]
+    by_assignment = sorted(todo, key=lambda i: (found[i].assignment, i))  # a warm zygote serves one assignment
     if jobs == 1 or len(todo) <= 1:
         for i in by_assignment:
             finish(i, _grade_job(found[i], limits))
@@ -123,7 +252,9 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
             futures = {pool.submit(_grade_job, found[i], limits): i for i in by_assignment}
             for future in as_completed(futures):
                 finish(futures[future], future.result())
-    return results, problems
+    # the layout's notes are added after journaling: the journal keeps what the notebook earned
+    return [dataclasses.replace(graded, notes=[*job.notes, *graded.notes]) if job.notes else graded
+            for job, graded in zip(found, results)], problems
 
 
 def _warm_up():

@@ -102,9 +102,10 @@ def test_a_notebook_that_is_not_graded_shows_no_check_as_passed(tmp_path):
     assert page.count("not run") == sum(len(e.checks) for e in grade_notebook("student", A, str(path)).exercises)
 
 
-def test_symlinks_hard_links_and_huge_notebooks_are_refused_with_a_message(tmp_path):
-    """A notebook is graded only as a regular file of its own: a symlink to the solutions (or to
-    another student's notebook) would otherwise score full marks."""
+def test_symlinks_and_huge_notebooks_are_refused_with_a_message_and_hard_links_graded(tmp_path):
+    """A notebook is graded only as a regular file: a symlink to the solutions (or to another
+    student's notebook) would otherwise score full marks. A hard link is graded (it may be the
+    student's own file; tests/test_layout.py has the pair of students and the solutions)."""
     from autograder.notebook import MAX_CELLS, source_path
     (tmp_path / "link" / A).mkdir(parents=True)
     os.symlink(source_path(A), tmp_path / "link" / A / f"{A}.ipynb")
@@ -116,13 +117,17 @@ def test_symlinks_hard_links_and_huge_notebooks_are_refused_with_a_message(tmp_p
     (tmp_path / "cells" / A).mkdir(parents=True)
     (tmp_path / "cells" / A / f"{A}.ipynb").write_text(
         '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [' + ",".join(['{"cell_type": "markdown", "metadata": {}, "source": ""}'] * (MAX_CELLS + 1)) + "]}")
-    expected = {"link": "symbolic link", "hard": "hard link", "cells": "cells, more than"}
+    expected = {"link": "symbolic link", "cells": "cells, more than"}
     for student, reason in expected.items():
         graded = grade_notebook(student, A, str(tmp_path / student / A / f"{A}.ipynb"))
         assert graded.score == 0 and reason in graded.problem, (student, graded.problem)
+    assert grade_notebook("hard", A, str(tmp_path / "hard" / A / f"{A}.ipynb")).score == FULL
     from autograder.pipeline import discover
     found, problems = discover(tmp_path)
-    assert "folder-link" not in {s for s, _, _ in found} and any("folder-link/01-weights: a symbolic link" in p for p in problems)
+    refused = [job for job in found if job.student == "folder-link"]
+    assert [job.assignment for job in refused] == [A] and not refused[0].path
+    assert "folder-link/01-weights is a symbolic link, not a folder" in refused[0].refusal
+    assert any("folder-link/01-weights: a symbolic link" in text for _, text in problems)
     from autograder.gradescope import results_json
     (tmp_path / "gs").mkdir()
     os.symlink(source_path(A), tmp_path / "gs" / f"{A}.ipynb")

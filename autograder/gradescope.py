@@ -76,7 +76,7 @@ def results_json(assignment, submission_dir, results_path):
         target = work / assignment / f"{assignment}.ipynb"
         target.parent.mkdir(parents=True)
         try:
-            if wanted:  # read as `grade` reads it: a symlink or hard link is refused, not followed
+            if wanted:  # read as `grade` reads it: a symlink is refused, not followed
                 target.write_bytes(read_notebook_bytes(wanted[0]))
             graded = grade_notebook("student", assignment, str(target))
         except NotebookError as error:

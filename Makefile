@@ -31,8 +31,15 @@ book: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
+# notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
+# needs it there). nbgrader runs `alembic` from PATH when it makes gradebook.db, hence .venv/bin first.
+# Generated into build/release first: a failure leaves notebooks/ as it was.
 release: $(STAMP)
-	for a in $$(ls solutions); do $(BIN)/nbgrader generate_assignment $$a --no-db --force --log-level=WARN || exit 1; done
+	rm -rf build/release
+	for a in $$(ls solutions); do PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/nbgrader generate_assignment $$a --force \
+	  --log-level=WARN --CourseDirectory.release_directory="$(CURDIR)/build/release" || exit 1; done
+	for a in $$(ls solutions); do rm -rf notebooks/$$a && cp -R build/release/$$a notebooks/$$a || exit 1; done
+	rm -rf build/release
 
 check: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }

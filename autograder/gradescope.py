@@ -1,14 +1,21 @@
-"""Gradescope: build an autograder zip for one assignment, and (inside it) write results.json.
+"""Gradescope: build an autograder zip for one assignment, (inside it) write results.json, and try
+a zip here the way Gradescope runs it.
 
-The zip holds this package, the assignment's source notebook (the reference: it never reaches
-the student's process) and a `setup.sh` / `run_autograder` pair. On Gradescope the student's
-notebook is graded by the same pipeline as here; each check becomes one of Gradescope's tests,
-shown after publication; whether the notebook ran is shown at once.
+A zip holds this package with only its assignment's checks, the assignment's source notebook (the
+reference: it never reaches the student's process), the pinned requirements of that assignment
+alone (`requirements.for_assignment`) and a `setup.sh` / `run_autograder` pair. On Gradescope the
+student's notebook is graded by the same pipeline as here; each check becomes one of Gradescope's
+tests, shown after publication; whether the notebook ran is shown at once.
 """
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -18,15 +25,47 @@ from .notebook import NotebookError, read_notebook_bytes
 from .pipeline import grade_notebook, not_graded
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 
-REQUIREMENTS = ["numpy==2.4.6", "torch==2.13.0", "matplotlib==3.11.2", "nbformat==5.11.1", "ipython==9.18.1"]
+BUILD_DIR = REPO_ROOT / "build" / "gradescope"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # the CPU-only torch: Gradescope has no GPU
+
+
+def min_python():
+    """(3, 11): the oldest Python the course supports, from pyproject.toml's requires-python."""
+    spec = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", spec.strip()).groups()
+    return int(major), int(minor)
+
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, when the autograder image is built.
+# Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu).
 set -euo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+# A Python >= {need}, as the course needs: the image's own if it has one (Ubuntu 24.04), else
+# python{need} from the deadsnakes PPA (Ubuntu 22.04's python3 is 3.10), else from Ubuntu's archive.
+supported() {{
+  for p in python3 python{need} python3.12 python3.13; do
+    if command -v "$p" >/dev/null && "$p" -c 'import sys; sys.exit(sys.version_info < {need_tuple})' 2>/dev/null; then
+      command -v "$p"; return 0
+    fi
+  done
+  return 1
+}}
 apt-get update -qq
-apt-get install -y -qq python3 python3-pip python3-venv bubblewrap >/dev/null || apt-get install -y -qq python3 python3-pip python3-venv
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q -r /autograder/source/requirements.txt
+apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: could not install bubblewrap: students' code will not be isolated" >&2
+if ! PYTHON=$(supported); then
+  {{ apt-get install -y -qq software-properties-common >/dev/null && add-apt-repository -y ppa:deadsnakes/ppa \\
+     && apt-get update -qq; }} || echo "setup.sh: no deadsnakes PPA; trying Ubuntu's own python{need}" >&2
+  apt-get install -y -qq python{need} python{need}-venv >/dev/null || true
+  PYTHON=$(supported) || {{
+    echo "setup.sh: FAILED: this autograder needs Python >= {need} and the image has $(python3 --version 2>&1 || echo none);" \\
+         "installing python{need} failed. Choose an Ubuntu 22.04 or 24.04 base image in Gradescope's autograder settings." >&2
+    exit 1
+  }}
+fi
+echo "setup.sh: $PYTHON ($("$PYTHON" --version))"
+# Debian's Pythons need their -venv package for `-m venv` (ensurepip)
+"$PYTHON" -m venv "$ROOT/venv" 2>/dev/null || {{ apt-get install -y -qq "$(basename "$PYTHON")-venv" >/dev/null && "$PYTHON" -m venv "$ROOT/venv"; }}
+"$ROOT/venv/bin/python" -m pip install -q --extra-index-url {torch_index} -r "$ROOT/source/requirements.txt"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -39,24 +78,50 @@ cd "$ROOT/source"
 """
 
 
-def build_zip(assignment, out_path):
-    """The Gradescope autograder zip for `assignment`."""
-    if not (SOLUTIONS_DIR / assignment).is_dir():
-        raise SystemExit(f"no assignment {assignment!r} in {SOLUTIONS_DIR}")
-    out_path = Path(out_path)
+def setup_sh():
+    need = min_python()
+    return SETUP_SH.format(need=f"{need[0]}.{need[1]}", need_tuple=need, torch_index=TORCH_CPU_INDEX)
+
+
+def default_zip(assignment):
+    return BUILD_DIR / f"{assignment}.zip"
+
+
+def package_files(assignment):
+    """The package's modules, with the checks of `assignment` only (each chapter's zip grades one)."""
+    package = REPO_ROOT / "autograder"
+    own = f"ch{assignment.replace('-', '_')}.py"
+    return [p for p in sorted(package.rglob("*.py"))
+            if not (p.parent == package / "checks" and p.name.startswith("ch") and p.name != own)]
+
+
+def build_zip(assignment, out_path=None):
+    """The Gradescope autograder zip for `assignment` (default: build/gradescope/<assignment>.zip)."""
+    from .requirements import for_assignment
+    if not (SOLUTIONS_DIR / assignment / f"{assignment}.ipynb").is_file():
+        known = ", ".join(sorted(p.name for p in SOLUTIONS_DIR.iterdir() if p.is_dir()))
+        raise SystemExit(f"no assignment {assignment!r} in {SOLUTIONS_DIR} (the assignments: {known})")
+    out_path = Path(out_path or default_zip(assignment))
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out_path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted((REPO_ROOT / "autograder").rglob("*.py")):
+        for path in package_files(assignment):
             archive.write(path, path.relative_to(REPO_ROOT))
         for path in sorted((SOLUTIONS_DIR / assignment).iterdir()):
             archive.write(path, path.relative_to(REPO_ROOT))
-        for name, text, mode in (("setup.sh", SETUP_SH, 0o755),
+        for name, text, mode in (("setup.sh", setup_sh(), 0o755),
                                  ("run_autograder", RUN_AUTOGRADER.format(assignment=assignment), 0o755),
-                                 ("requirements.txt", "\n".join(REQUIREMENTS) + "\n", 0o644)):
+                                 ("requirements.txt", "\n".join(for_assignment(assignment)) + "\n", 0o644)):
             info = zipfile.ZipInfo(name)
             info.external_attr = (0o100000 | mode) << 16
             archive.writestr(info, text)
     return out_path
+
+
+def check_tests(graded):
+    """Gradescope's tests, one per check: [{name, score, max_score, output, visibility}]."""
+    return [{"name": f"{exercise.name}: {r.name}", "score": round(r.points, 4), "max_score": round(r.max_points, 4),
+             "output": r.message or "passed" if r.ran else f"not run: {r.message}", "visibility": "after_published"}
+            for exercise in graded.exercises for r in exercise.checks]
 
 
 def results_json(assignment, submission_dir, results_path):
@@ -85,16 +150,109 @@ def results_json(assignment, submission_dir, results_path):
         shutil.rmtree(work, ignore_errors=True)
     output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)
     tests = [{"name": "your notebook runs", "score": 0.0, "max_score": 0.0, "output": output or "every cell ran",
-              "visibility": "visible"}]
-    for exercise in graded.exercises:
-        for r in exercise.checks:
-            tests.append({"name": f"{exercise.name}: {r.name}", "score": round(r.points, 4),
-                          "max_score": round(r.max_points, 4),
-                          "output": r.message or "passed" if r.ran else f"not run: {r.message}",
-                          "visibility": "after_published"})
+              "visibility": "visible"}] + check_tests(graded)
     if not isolated:
         output = f"WARNING: {NOT_ISOLATED}\n{output}"
     data = {"score": round(graded.score, 4), "output": output or f"{assignment}: graded",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
     atomic_write(results_path, json.dumps(data, indent=1))
     return data
+
+
+# ---- trying a zip here -------------------------------------------------------------------------
+
+class TryError(Exception):
+    """The zip could not be tried to the end; the message says where it stopped."""
+
+
+def compare(results, graded_tests, total):
+    """[(test, Gradescope's score, grade's score, max)] for every check, and whether all agree
+    (and the totals too)."""
+    theirs = {t["name"]: t for t in results.get("tests", []) if t.get("max_score")}
+    ours = {t["name"]: t for t in graded_tests}
+    rows = [(name, theirs[name]["score"] if name in theirs else None, ours[name]["score"] if name in ours else None,
+             (theirs.get(name) or ours[name])["max_score"]) for name in list(ours) + [n for n in theirs if n not in ours]]
+    same = all(a is not None and b is not None and abs(a - b) < 1e-4 for _, a, b, _ in rows)
+    return rows, same and abs(results.get("score", -1) - total) < 1e-4
+
+
+def _run(command, what, timeout, **kwargs):
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, timeout=timeout, **kwargs)
+    if done.returncode:
+        raise TryError(f"{what} failed (exit {done.returncode}):\n{(done.stdout + done.stderr)[-4000:]}")
+    return done
+
+
+def try_zip(zip_path, submission, python=sys.executable, timeout=1800):
+    """Try a zip the way Gradescope runs it: its files laid out as /autograder is, in a temporary
+    folder; a fresh venv (of `python`) with the zip's requirements.txt; its run_autograder on
+    `submission`; and the results.json it writes compared with `grade` on the same notebook here.
+    Returns {"assignment", "results", "rows", "same", "install_s", "run_s"}. The pip index is
+    pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine offline cannot reach."""
+    zip_path, submission = Path(zip_path), Path(submission)
+    for path, what in ((zip_path, "zip"), (submission, "notebook")):
+        if not path.is_file():
+            raise TryError(f"no {what} {path}")
+    with zipfile.ZipFile(zip_path) as archive:
+        names = archive.namelist()
+        found = sorted({n.split("/")[1] for n in names if n.startswith("solutions/") and n.count("/") >= 2})
+        if len(found) != 1 or not {"setup.sh", "run_autograder", "requirements.txt"} <= set(names):
+            raise TryError(f"{zip_path} is not a zip built by `python -m autograder gradescope`")
+        assignment = found[0]
+        root = Path(tempfile.mkdtemp(prefix="gradescope-try-"))
+        try:
+            root.chmod(0o755)  # as /autograder is: the students' processes run as nobody and need its venv
+            archive.extractall(root / "source")
+            (root / "submission").mkdir()
+            (root / "results").mkdir()
+            shutil.copyfile(submission, root / "submission" / submission.name)
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+            start = time.monotonic()
+            _run([python, "-m", "venv", root / "venv"], "creating the venv", 300, env=env)
+            # --no-compile: byte-compiling torch's thousands of modules is a third of the install, and
+            # changes nothing that is installed (Python compiles what it imports)
+            _run([root / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile",
+                  "-r", root / "source" / "requirements.txt"],
+                 "pip install -r requirements.txt", timeout, env=env)
+            install_s = time.monotonic() - start
+            start = time.monotonic()
+            done = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True, text=True,
+                                  timeout=timeout, env={**env, "AUTOGRADER_ROOT": str(root)}, cwd=root)
+            run_s = time.monotonic() - start
+            try:
+                results = json.loads((root / "results" / "results.json").read_text())
+            except (OSError, ValueError) as error:
+                raise TryError(f"run_autograder wrote no readable results.json ({error}); it printed:\n"
+                               f"{(done.stdout + done.stderr)[-4000:]}") from None
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix="gradescope-grade-"))
+    try:
+        target = work / assignment / f"{assignment}.ipynb"
+        target.parent.mkdir(parents=True)
+        try:
+            target.write_bytes(read_notebook_bytes(submission))
+            graded = grade_notebook("student", assignment, str(target))
+        except NotebookError as error:
+            graded = not_graded("student", assignment, error)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows, same = compare(results, check_tests(graded), graded.score)
+    return {"assignment": assignment, "results": results, "rows": rows, "same": same,
+            "score": graded.score, "max_score": graded.max_score, "install_s": install_s, "run_s": run_s}
+
+
+def try_text(tried):
+    """The try's report: per test the two scores, then the totals and timings."""
+    width = max([len(r[0]) for r in tried["rows"]] + [4])
+    lines = [f"{'test':<{width}}  gradescope  grade    max"]
+    for name, theirs, ours, most in tried["rows"]:
+        mark = "" if theirs is not None and ours is not None and abs(theirs - ours) < 1e-4 else "  <-- DIFFERS"
+        show = lambda x: "-" if x is None else f"{x:.2f}"
+        lines.append(f"{name:<{width}}  {show(theirs):>10}  {show(ours):>5}  {most:>5.2f}{mark}")
+    lines.append(f"{tried['assignment']}: Gradescope {tried['results'].get('score', 0):g}, grade {tried['score']:g} "
+                 f"of {tried['max_score']:g}: {'the same' if tried['same'] else 'DIFFERENT'} "
+                 f"(venv and install {tried['install_s']:.0f} s, run_autograder {tried['run_s']:.0f} s)")
+    if not tried["same"] and tried["results"].get("output"):
+        lines.append(f"Gradescope's output: {tried['results']['output']}")
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""The instructors' page's nbgrader commands, run exactly as the page shows them, on two students
+of chapter 1, in a copy of the course (never the repository's notebooks/ or gradebook)."""
+import csv
+import os
+import re
+import shutil
+import subprocess
+
+from conftest import BIN, REPO
+
+from autograder.notebook import exercises
+from autograder.pipeline import grade_notebook
+
+A = "01-weights"
+SAMPLES = REPO / "samples" / "submitted"
+STUDENTS = {"alice": "perfect-student", "bob": "partial-student"}
+
+
+def page_block(section):
+    """The first ```bash block of `section` on book/instructors.md."""
+    page = (REPO / "book" / "instructors.md").read_text()
+    text = page.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+
+
+def course_copy(dest):
+    """The course's files as a fresh clone has them, sharing the repository's .venv."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():  # a file deleted in the working tree is not in a clone either
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    (dest / ".venv").symlink_to(REPO / ".venv")
+    stamp = REPO / ".venv" / ".installed"  # the Makefile's set-up is done: `make` must not install again
+    if stamp.exists():
+        for name in ("requirements.txt", "pyproject.toml"):
+            os.utime(dest / name, (stamp.stat().st_mtime - 60,) * 2)
+
+
+def test_the_nbgrader_commands_on_the_page_grade_a_class_as_written(tmp_path):
+    course = tmp_path / "course"
+    course_copy(course)
+    for student, sample in STUDENTS.items():  # collected, as "Collect submissions" says
+        target = course / "submitted" / student / A / f"{A}.ipynb"
+        target.parent.mkdir(parents=True)
+        shutil.copyfile(SAMPLES / sample / A / f"{A}.ipynb", target)
+
+    block = page_block("Grade with nbgrader")
+    assert "make release" in block and f"nbgrader autograde {A}" in block
+    # a shell as a new instructor has it: no venv active
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if os.path.realpath(p) != os.path.realpath(BIN))
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MFLAGS")}
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=course, capture_output=True, text=True, timeout=1500,
+                          env={**env, "PATH": path})
+    assert done.returncode == 0, f"the page's commands failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+
+    for notebook in (REPO / "notebooks").glob("*/*.ipynb"):  # make release regenerated them byte for byte
+        assert (course / notebook.relative_to(REPO)).read_bytes() == notebook.read_bytes(), notebook.name
+
+    rows = {r["student_id"]: r for r in csv.DictReader(open(course / "grades.csv")) if r["assignment"] == A}
+    assert set(rows) == set(STUDENTS)
+    total = sum(e.points for e in exercises(A))
+    for student, sample in STUDENTS.items():
+        ours = grade_notebook(student, A, str(SAMPLES / sample / A / f"{A}.ipynb"))
+        assert abs(float(rows[student]["score"]) - ours.score) < 1e-6, (student, rows[student]["score"], ours.score)
+        assert float(rows[student]["max_score"]) == total
+        feedback = (course / "feedback" / student / A / f"{A}.html").read_text()
+        assert "BEGIN HIDDEN TESTS" not in feedback and "autograder.checks" not in feedback
+    assert float(rows["alice"]["score"]) == total and float(rows["bob"]["score"]) < total

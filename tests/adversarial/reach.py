@@ -30,10 +30,14 @@ STOP_THE_WATCHER = ("import os, signal\n" + EVERY_PID +
                     "for i in range(6):\n"
                     "    open(f'/dev/shm/hoard{i}', 'wb').write(b'x' * 50_000_000)\n")
 
+# Just above what each process holds now: the zygote lives on, the students it forks next starve.
 RELIMIT_THE_ZYGOTE = ("import os, resource\n" + EVERY_PID +
+                      "def size(pid):\n"
+                      "    try:\n        return next(int(l.split()[1]) * 1024 for l in open(f'/proc/{pid}/status') "
+                      "if l.startswith('VmSize'))\n"
+                      "    except (OSError, StopIteration):\n        return 2**30\n"
                       "for pid in pids - {os.getpid()}:\n"
-                      "    for limit, value in ((resource.RLIMIT_AS, 60 * 2**20), (resource.RLIMIT_NOFILE, 4),\n"
-                      "                         (resource.RLIMIT_NPROC, 1), (resource.RLIMIT_CPU, 1)):\n"
+                      "    for limit, value in ((resource.RLIMIT_AS, size(pid) + 8 * 2**20), (resource.RLIMIT_NOFILE, 8)):\n"
                       "        try:\n            resource.prlimit(pid, limit, (value, value))\n"
                       "        except (OSError, ValueError):\n            pass\n")
 
@@ -133,10 +137,12 @@ _ballast = mmap.mmap(-1, 400 * 2**20)
 _ballast.write(b"x" * (400 * 2**20))
 
 def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
-    for frame in list(sys._current_frames().values()):   # blind any sampler in this process
-        for value in list(frame.f_locals.values()):
-            if isinstance(value, threading.Event):
-                value.set()
+    for frame in list(sys._current_frames().values()):   # blind any sampler in this process:
+        while frame is not None:                          # every event in every thread's frames
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, threading.Event):
+                    value.set()
+            frame = frame.f_back
     _ballast.madvise(mmap.MADV_DONTNEED)                   # give memory back first, then take it
     n_q, n_k = q.shape[-2], k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
@@ -158,7 +164,7 @@ CASES = {
     "a1-stop-the-watcher": Case("SIGSTOP to every process it can name stops no watcher: the /dev/shm hoard "
                                 "is killed", "01-weights", cell=STOP_THE_WATCHER, nothing=True),
     "a2-relimit-the-zygote": Case("prlimit on every process it can name lowers no limit of the grader's or "
-                                  "of the students after it", "01-weights", cell=RELIMIT_THE_ZYGOTE),
+                                  "of the students after it", "05-self-masked", cell=RELIMIT_THE_ZYGOTE),
     "a3-stash-the-references": Case("the reference sources the grader sends, stashed in a message queue and "
                                     "keyrings, are gone before the next student", "01-weights", base="stubs",
                                     cell=STASH, position="start", nothing=True),

@@ -9,6 +9,7 @@ process.
 """
 import time
 
+from ..text import bounded  # every message from the student's process, before it is kept
 from ..wire import WireError
 from .calls import StudentError
 from .channel import ReplyTooLarge
@@ -18,13 +19,6 @@ from .processes import FreshProcess
 from .zygotes import ForkedProcess
 
 __all__ = ["Limits", "SandboxedStudent", "StudentError"]
-MESSAGE_CHARS = 2000  # the most kept of any message that comes from the student's process
-
-
-def bounded(text):
-    """A message from the student's process, as the grader keeps it: a string, and not a long one."""
-    text = text if isinstance(text, str) else repr(type(text))
-    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + "... (cut)"
 
 
 def open_process(limits, modules):

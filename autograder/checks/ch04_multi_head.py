@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true,
-                   module_pair, padding_mask, plain, random_mask, same, tensor)
+                   module_pair, padding_mask, plain, random_mask, same, stated_checks, tensor)
 
 ASSIGNMENT = "04-multi-head"
 
@@ -93,6 +93,9 @@ def mha_self_and_cross(student, ref, rng):
         n, h, d_h = head_sizes(rng)
         pair = mha_pair(student, ref, h * d_h, h, rng)
         same(student, ref, pair, *sequences(rng, batch, n, n + 3, h * d_h), names=OUT_WEIGHTS, **FLOAT32)
+
+
+stated_checks("MultiHeadAttention")  # the formula against nn.MultiheadAttention: autograder/stated.py
 
 
 @check("MultiHeadAttention", "masks: padding (B, 1, 1, Nk), one per head (B, H, Nq, Nk), one (Nq, Nk); a fully "
@@ -320,3 +323,35 @@ def from_bert_minilm(student, ref, rng):
     for n, (state, x, expected) in enumerate(layers):
         expect_as_bert(student, ref, state, heads, x, mask, plain(expected),
                        f"all-MiniLM-L6-v2 layer {n}'s attention.state_dict()", rtol=1e-5, atol=1e-5)
+
+
+# ---- every exercise on another device -----------------------------------------------------------
+# count_parameters takes and returns numbers only.
+from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
+
+keeps_device("split_heads", "split_heads", lambda rng: split_cases(rng, [(2,)]))
+keeps_device("merge_heads", "merge_heads", lambda rng: merge_cases(rng, [(2,)]))
+
+
+@check("MultiHeadAttention", DEVICE_CHECK, weight=0.5)
+def mha_device(student, ref, rng):
+    n, h, d_h = head_sizes(rng)
+    pair = mha_pair(student, ref, h * d_h, h, rng)
+    q, k, v = sequences(rng, (2,), n, n + 1, h * d_h)
+    same_device(student, ref, pair, q, k, v)
+    same_device(student, ref, pair, q, k, v, padding_mask(rng, (2, 1, 1, n + 1)))
+
+
+@check("mha_from_torch", DEVICE_CHECK + "; the copy's parameters on m's device", weight=0.5)
+def from_torch_device(student, ref, rng):
+    handle, module, label = torch_mha(student, rng, 6, 2, bias=True)
+    same_device(student, ref, "mha_from_torch", Pair(handle, module, label), what=f"mha_from_torch({label})")
+
+
+keeps_device("bert_padding_mask", "bert_padding_mask", lambda rng: bert_masks(rng)[:1])
+
+
+@check("mha_from_bert", DEVICE_CHECK + "; the module's parameters on the state's device", weight=0.5)
+def from_bert_device(student, ref, rng):
+    same_device(student, ref, "mha_from_bert", bert_state(rng, 8), 2,
+                what="mha_from_bert(a random state of size 8, 2)")

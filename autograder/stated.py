@@ -1,0 +1,297 @@
+"""The properties an exercise's text states, checked alike by `check` and by `grade`.
+
+A hidden check may keep its inputs secret; a rule the text states may not be a surprise. The
+properties here are the rules the texts state (what a result must be on inputs the text
+describes), written without the reference solutions: their expected values are computed here,
+from the definitions (PyTorch's own modules, exact attention in float64). `grade` registers them
+as checks of their exercise (`checks.core.stated_checks`), and `python -m autograder check` runs
+them on the student's notebook, so a student's copy of the course, which has neither the
+solutions nor `autograder/checks/`, learns before grading every point these can cost.
+
+This module also holds what both need to call the student's code and say what went wrong:
+`CheckFailure`, `Student` and `describe`.
+"""
+import math
+import sys
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .sandbox.calls import StudentError
+from .wire import Handle
+
+
+class CheckFailure(AssertionError):
+    """The student's code gave a wrong answer; the message says on which input and how."""
+
+
+def rng_for(name):
+    """The generator of one check, seeded by its name: the same inputs on every run, in every grader."""
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+@dataclass(frozen=True)
+class Property:
+    assignment: str
+    exercise: str
+    name: str          # the rule, as the feedback and `check` show it
+    weight: float      # in `grade`, its share of the exercise's points, as a check's
+    function: callable  # function(student, rng), student a `Student`
+
+    def run(self, student):
+        return self.function(student, rng_for(f"{self.assignment}/{self.name}"))
+
+
+_PROPERTIES = []
+
+
+def stated(assignment, exercise, name, weight=1.0):
+    """Decorator: `function(student, rng)` checks a rule the text of `exercise` states."""
+    def register(function):
+        _PROPERTIES.append(Property(assignment, exercise, name, weight, function))
+        return function
+    return register
+
+
+def properties(assignment, exercise):
+    return [p for p in _PROPERTIES if p.assignment == assignment and p.exercise == exercise]
+
+
+# ---- calling the student's code ---------------------------------------------------------------
+
+class Student:
+    """The student's code as the checks call it: a failing call names its input, and an object the
+    student's process holds is named by the call that made it."""
+
+    def __init__(self, process):
+        self.process = process
+        self.names = {}  # Handle ident: what the object is, for messages
+
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, _device=None, **kwargs):
+        """`_label` says what the call makes (with `keep`) or what it is (a call of a function by
+        name), in the words of the messages; `_device`: run it with its tensors there."""
+        what = self.called(target, method, args, kwargs, _label)
+        if _device is not None:
+            kwargs["_device"] = _device
+        try:
+            value = self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
+        except StudentError as error:
+            raise StudentError(f"{what} raised {student_exception(error)}") from None
+        if isinstance(value, Handle):
+            self.names[value.ident] = _label or what
+        return value
+
+    def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
+        """(value, the largest rise of the memory the student's processes hold during the call)."""
+        try:
+            return self.process.measured_call(target, *args, _time_limit=_time_limit, **kwargs)
+        except StudentError as error:
+            what = self.called(target, None, args, kwargs, _label)
+            raise StudentError(f"{what} raised {student_exception(error)}") from None
+
+    def called(self, target, method, args, kwargs, label=None):
+        if isinstance(target, str) and label:  # the label already shows the call
+            return label
+        name = self.names.get(target.ident, "your object") if isinstance(target, Handle) else target
+        if isinstance(target, Handle) and label:
+            name = label
+        return called(name, method, args, kwargs, self.names)
+
+
+def student_exception(error):
+    """`KeyError: 'x' (in f, code cell 3, line 2)`: the student's exception, once, without the
+    grader's wrappers."""
+    text = str(error)
+    return text if text else type(error).__name__
+
+
+def called(target, method, args, kwargs, names=None):
+    """`name(the inputs, described)`, as the messages show a call."""
+    name = target if isinstance(target, str) else "your object"
+    if method == "__call__" or method is None:
+        method = None
+    elif method in ("load_state_dict", "state_dict", "double", "get_parameter"):
+        args, kwargs = (), {}  # the grader's own plumbing: its arguments say nothing to the student
+    shown = ", ".join([describe(a, names) for a in args] + [f"{k}={describe(v, names)}" for k, v in kwargs.items()])
+    return f"{name}.{method}({shown})" if method else f"{name}({shown})"
+
+
+def describe(value, names=None):
+    """A short description of a value for messages: the values if few, else shape and dtype."""
+    torch = sys.modules.get("torch")
+    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
+        kind = "array" if isinstance(value, np.ndarray) else "tensor"
+        dtype = str(value.dtype).replace("torch.", "")
+        if int(np.prod(tuple(value.shape), dtype=int)) <= 6:
+            return f"{dtype} {kind} {value.tolist()}"
+        return f"{dtype} {kind} of shape {tuple(value.shape)}"
+    if isinstance(value, Handle):
+        return (names or {}).get(value.ident, "your object")
+    if isinstance(value, (tuple, list)) and len(value) <= 4:
+        inner = ", ".join(describe(v, names) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {describe(v, names)}" for k, v in list(value.items())[:6]) + "}"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{type(value).__name__} {text[:57]}..."
+
+
+def _tensor(rng, shape, dtype=None, scale=1.0):
+    import torch
+    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype or torch.float32)
+
+
+def _pair(value, what):
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise CheckFailure(f"{what} should return a pair (out, weights), got {describe(value)}")
+    import torch
+    return tuple(torch.as_tensor(np.asarray(v)) for v in value)
+
+
+def _close(got, expected, rtol, atol):
+    return got.shape == expected.shape and bool(np.isclose(np.asarray(got, dtype=np.float64),
+                                                           np.asarray(expected, dtype=np.float64),
+                                                           rtol=rtol, atol=atol).all())
+
+
+# ---- chapter 4: MultiHeadAttention ------------------------------------------------------------
+
+@stated("04-multi-head", "MultiHeadAttention", "the formula of the text: the same per-head weights and output as "
+        "nn.MultiheadAttention holding the same parameters (out_proj applied once to the merged heads)")
+def mha_as_torch(student, rng):
+    """Three results compared, so the message says which step differs: the per-head weights, the
+    merged heads (out_proj set to the identity) and the output."""
+    import torch
+    dim, heads, n_q, n_k = 12, 3, 5, 7
+    draw = {name: _tensor(rng, shape, scale=0.5) for name, shape in
+            (("q", (dim, dim)), ("k", (dim, dim)), ("v", (dim, dim)), ("out", (dim, dim)),
+             ("q_b", (dim,)), ("k_b", (dim,)), ("v_b", (dim,)), ("out_b", (dim,)))}
+    query, key = _tensor(rng, (2, n_q, dim)), _tensor(rng, (2, n_k, dim))
+    label = f"MultiHeadAttention({dim}, {heads}) with parameters the grader loaded into it"
+    module = student.call("MultiHeadAttention", dim, heads, keep=True, _label=label)
+    results = {}
+    for case, out, out_b in (("merged heads", torch.eye(dim), torch.zeros(dim)), ("output", draw["out"], draw["out_b"])):
+        state = {"q_proj.weight": draw["q"], "q_proj.bias": draw["q_b"], "k_proj.weight": draw["k"],
+                 "k_proj.bias": draw["k_b"], "v_proj.weight": draw["v"], "v_proj.bias": draw["v_b"],
+                 "out_proj.weight": out, "out_proj.bias": out_b}
+        reference = torch.nn.MultiheadAttention(dim, heads, batch_first=True)
+        reference.load_state_dict({"in_proj_weight": torch.cat([draw["q"], draw["k"], draw["v"]]),
+                                   "in_proj_bias": torch.cat([draw["q_b"], draw["k_b"], draw["v_b"]]),
+                                   "out_proj.weight": out, "out_proj.bias": out_b})
+        student.call(module, state, method="load_state_dict")
+        got = _pair(student.call(module, query, key, key, _label=label), f"{label}(query, key, key)")
+        with torch.no_grad():
+            expected = reference(query, key, key, average_attn_weights=False)
+        results[case] = [_close(g, e, 1e-4, 1e-5) for g, e in zip(got, expected)]
+    weights_ok = results["merged heads"][1] and results["output"][1]
+    heads_ok, out_ok = results["merged heads"][0], results["output"][0]
+    if weights_ok and heads_ok and out_ok:
+        return
+    said = ", ".join(f"the {what} {'match' if ok else 'differ'}" for what, ok in
+                     (("per-head weights", weights_ok), ("merged heads (out_proj set to the identity)", heads_ok),
+                      ("final outputs", out_ok)))
+    hint = ("the weights returned: every head's, (B, H, Nq, Nk), not their mean" if heads_ok and out_ok else
+            "the scores: q_proj and k_proj, split_heads, divided once by sqrt(d_h) where d_h = embed_dim / num_heads"
+            if not weights_ok else "the values: v_proj, split_heads, weights @ v per head, merge_heads" if not heads_ok
+            else "out_proj, applied once to the merged heads")
+    raise CheckFailure(f"{label}, on query {describe(query)} and key = value {describe(key)}, against "
+                       f"nn.MultiheadAttention({dim}, {heads}, batch_first=True) holding the same parameters: {said}. "
+                       f"Look at {hint}")
+
+
+# ---- chapter 7: tiled_attention ---------------------------------------------------------------
+
+def exact_attention(q, k, v, causal=False, rows=1024):
+    """(out, lse) of softmax(q kᵀ / √d) v in float64, `rows` queries at a time (N = 8192 fits)."""
+    import torch
+    q, k, v = q.double(), k.double(), v.double()
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    outs, lses = [], []
+    for start in range(0, n_q, rows):
+        scores = q[..., start:start + rows, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            seen = torch.arange(n_k) <= torch.arange(start, start + scores.shape[-2])[:, None] + n_k - n_q
+            scores = scores.masked_fill(~seen, -math.inf)
+        lse = torch.logsumexp(scores, dim=-1)
+        weights = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(scores - lse[..., None]))
+        outs.append(weights @ v)
+        lses.append(lse)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
+
+
+def expect_attention(got, q, k, v, what, causal=False, rows=None, rtol=1e-10, atol=1e-12, dtype=None):
+    """`got` is the pair (out, lse) of exact attention, in `dtype` (the inputs' by default); only
+    the queries `rows` (a slice) when given."""
+    import torch
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise CheckFailure(f"{what} should return a pair (out, lse), got {describe(got)}")
+    expected = exact_attention(q, k, v, causal)
+    dtype = dtype or q.dtype
+    for name, g, e in zip(("out", "lse"), got, expected):
+        g = torch.as_tensor(np.asarray(g))
+        if g.dtype != dtype:
+            raise CheckFailure(f"{what}: {name} should keep the inputs' dtype {str(dtype)[6:]}, got {str(g.dtype)[6:]}")
+        if rows is not None:
+            g, e = g[..., rows, :] if name == "out" else g[..., rows], e[..., rows, :] if name == "out" else e[..., rows]
+        if g.shape != e.shape:
+            raise CheckFailure(f"{what}: {name} should have shape {tuple(e.shape)}, got {tuple(g.shape)}")
+        g64 = g.double()
+        bad = ~(torch.isclose(g64, e, rtol=rtol, atol=atol) | (torch.isneginf(g64) & torch.isneginf(e)))
+        if bad.any():
+            index = tuple(int(i) for i in torch.nonzero(bad)[0])
+            nan = int(torch.isnan(g64).sum())
+            raise CheckFailure(f"{what}: {name}{list(index)} is {g64[index].item():.10g}, expected {e[index].item():.10g}"
+                               f" ({int(bad.sum())} of {bad.numel()} entries differ"
+                               + (f", {nan} of them NaN" if nan else "") + f"; tolerance rtol={rtol:g}, atol={atol:g})")
+
+
+@stated("07-flash-tiling", "tiled_attention", "causal: the key blocks after a query block's last visible key are "
+        "skipped, not masked (NaN in keys and values a query block never sees leaves its output clean)")
+def tiled_skips(student, rng):
+    import torch
+    q, k, v = (_tensor(rng, (1, 48, 8), torch.float64) for _ in range(3))
+    k_nan, v_nan = k.clone(), v.clone()
+    k_nan[..., 16:, :], v_nan[..., 16:, :] = math.nan, math.nan  # never seen by queries 0 ... 15
+    got = student.call("tiled_attention", q, k_nan, v_nan, block_q=16, block_k=16, causal=True)
+    expect_attention(got, q, k, v, "tiled_attention(q, k, v of shape (1, 48, 8), block_q=16, block_k=16, causal=True), "
+                     "with NaN in keys and values 16 to 47, which queries 0 to 15 never see: rows 0 to 15 (a NaN "
+                     "there means the blocks after the query block's last visible key were computed and masked, not "
+                     "skipped)", causal=True, rows=slice(0, 16))
+
+
+@stated("07-flash-tiling", "tiled_attention", "out and lse keep the input dtype: float32 and float16, causal or not")
+def tiled_dtypes(student, rng):
+    import torch
+    for dtype, tolerance in ((torch.float32, (1e-4, 1e-5)), (torch.float16, (1e-2, 1e-2))):
+        for causal in (False, True):
+            q, k, v = (_tensor(rng, (2, n, 8), dtype) for n in (40, 33, 33))
+            got = student.call("tiled_attention", q, k, v, block_q=16, block_k=16, causal=causal)
+            expect_attention(got, q, k, v, f"tiled_attention(q, k, v of shapes (2, 40, 8), (2, 33, 8), (2, 33, 8), "
+                             f"{str(dtype)[6:]}, block_q=16, block_k=16, causal={causal})", causal=causal,
+                             rtol=tolerance[0], atol=tolerance[1])
+
+
+MEMORY_N, MEMORY_D, MEMORY_BLOCK = 8192, 16, 256
+
+
+@stated("07-flash-tiling", "tiled_attention", "holds one block_q x block_k tile of scores at a time (N = 8192: under "
+        "6 MB)", weight=2)
+def tiled_memory(student, rng):
+    warm_up, (q, k, v) = ([_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3)] for _ in range(2))
+    label = (f"tiled_attention(q, k, v of shape (1, {MEMORY_N}, {MEMORY_D}), float32, block_q={MEMORY_BLOCK}, "
+             f"block_k={MEMORY_BLOCK})")
+    # a first call, not measured, pays for torch's one-time buffers; the measured one gets new inputs
+    student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
+    got, raised = student.measured_call("tiled_attention", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK,
+                                        _time_limit=60, _label=label)
+    expect_attention(got, q, k, v, label, rtol=1e-4, atol=1e-5)
+    output = MEMORY_N * MEMORY_D * 4 + MEMORY_N * 4
+    tile = MEMORY_BLOCK * MEMORY_BLOCK * 4
+    allowed = 4 * output + 16 * tile  # the result, its copies on the way back, and a few tiles' work
+    if raised > allowed:
+        raise CheckFailure(
+            f"{label} raised the memory your notebook's processes hold by {raised / 2**20:.1f} MB; allowed "
+            f"{allowed / 2**20:.1f} MB (the output and its copies, and 16 tiles of {tile / 2**20:.2f} MB). The "
+            f"full matrix of scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query block against all keys "
+            f"{MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each query block")

@@ -10,17 +10,13 @@ run and in both graders. `student.call(...)` runs the student's code (in this pr
 nbgrader, in the sandbox for the autograder) and returns plain values.
 """
 import sys
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..sandbox.calls import StudentError
+from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
 from ..wire import Handle, roundtrip, to_plain
-
-
-class CheckFailure(AssertionError):
-    """The student's code gave a wrong answer; the message says on which input and how."""
 
 
 @dataclass(frozen=True)
@@ -69,48 +65,19 @@ def equals(exercise, name, target, cases, weight=1.0, **options):
     _register(sys._getframe(1).f_globals, exercise, name, weight, run)
 
 
+def stated_checks(exercise):
+    """Registers here, as checks of `exercise`, the rules its text states (`autograder.stated`):
+    `grade` charges them as `check` runs them, from one definition."""
+    module_globals = sys._getframe(1).f_globals
+    for prop in properties(module_globals["ASSIGNMENT"], exercise):
+        _register(module_globals, exercise, prop.name, prop.weight, lambda student, ref, rng, f=prop.function: f(student, rng))
+
+
 def registered(assignment, exercise):
     return [c for c in _REGISTRY.get(assignment, []) if c.exercise == exercise]
 
 
-def rng_for(name):
-    return np.random.default_rng(zlib.crc32(name.encode()))
-
-
 # ---- calling the student's code ---------------------------------------------------------------
-
-class Student:
-    """The student's code as the checks call it: a failing call names its input."""
-
-    def __init__(self, process):
-        self.process = process
-
-    def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, **kwargs):
-        """`_label` names an object (a Handle) in messages."""
-        try:
-            return self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
-        except StudentError as error:
-            raise StudentError(f"{called(_label or target, method, args, kwargs)}: {error}") from None
-
-
-    def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
-        """(value, the largest rise of the memory the student's processes hold during the call)."""
-        try:
-            return self.process.measured_call(target, *args, _time_limit=_time_limit, **kwargs)
-        except StudentError as error:
-            raise StudentError(f"{called(_label or target, None, args, kwargs)}: {error}") from None
-
-
-def called(target, method, args, kwargs):
-    """`name(shapes of the inputs)`, as the messages show a call."""
-    name = target if isinstance(target, str) else "your object"
-    if method == "__call__" or method is None:
-        method = None
-    elif method in ("load_state_dict", "state_dict", "double", "get_parameter"):
-        args, kwargs = (), {}  # the grader's own plumbing: its arguments say nothing to the student
-    shown = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()])
-    return f"{name}.{method}({shown})" if method else f"{name}({shown})"
-
 
 @dataclass
 class Pair:
@@ -243,26 +210,6 @@ def padding_mask(rng, shape, empty_rows=0):
     flat = mask.reshape(-1, n)
     flat[:empty_rows] = False
     return torch.from_numpy(flat.reshape(shape))
-
-
-def describe(value):
-    """A short description of a value for messages: the values if few, else shape and dtype."""
-    torch = sys.modules.get("torch")
-    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
-        kind = "array" if isinstance(value, np.ndarray) else "tensor"
-        dtype = str(value.dtype).replace("torch.", "")
-        if int(np.prod(tuple(value.shape), dtype=int)) <= 6:
-            return f"{dtype} {kind} {value.tolist()}"
-        return f"{dtype} {kind} of shape {tuple(value.shape)}"
-    if isinstance(value, Handle):
-        return "your object"
-    if isinstance(value, (tuple, list)) and len(value) <= 4:
-        inner = ", ".join(describe(v) for v in value)
-        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in list(value.items())[:6]) + "}"
-    text = repr(value)
-    return text if len(text) <= 60 else f"{type(value).__name__} {text[:57]}..."
 
 
 # ---- comparing --------------------------------------------------------------------------------

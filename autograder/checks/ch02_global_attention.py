@@ -403,3 +403,29 @@ def train_deterministic(student, ref, rng):
     for name, value in state.items():
         expect_close(again.get(name), value, f"training twice from the same start with seed=0: parameter {name}",
                      rtol=1e-4, atol=1e-5)
+
+
+# ---- every exercise on another device -----------------------------------------------------------
+# train_classifier is not run there: it reads its losses with .item(), which the meta device (it
+# has no data) cannot answer; benchmarks/cuda_references.py runs it on a GPU.
+from .core import DEVICE_CHECK, keeps_device, same_device  # noqa: E402
+
+keeps_device("attention_pool", "attention_pool",
+             lambda rng: documents(rng, SIZES[:2]) + documents(rng, SIZES[:2], padding_mask))
+
+
+@check("GlobalAttentionPooling", DEVICE_CHECK, weight=0.5)
+def gap_device(student, ref, rng):
+    pair = module_pair(student, ref, "GlobalAttentionPooling", 4, rng=rng)
+    x = tensor(rng, (2, 5, 4))
+    same_device(student, ref, pair, x)
+    same_device(student, ref, pair, x, padding_mask(rng, (2, 5)))
+
+
+@check("AttentionDocClassifier", DEVICE_CHECK, weight=0.5)
+def clf_device(student, ref, rng):
+    pair = module_pair(student, ref, "AttentionDocClassifier", *CLASSIFIER, rng=rng, by_shape=True)
+    same_device(student, ref, pair, words(rng, 3, 7), padding_mask(rng, (3, 7)))
+
+
+keeps_device("attention_mass", "attention_mass", lambda rng: selections(rng, ((3, 5), (2, 2, 4))))

@@ -324,3 +324,46 @@ def cache_used(student, ref, rng):
                 "[4, 1, 1, 1, 1, 1]")
     expect_same(got, plain(ref.generate(module, prompt, 6, use_cache=True)), "generate(model, prompt "
                 f"{describe(prompt)}, 6, use_cache=True)", names=("tokens", "logits"), **FLOAT32)
+
+
+# ---- every exercise on another device -----------------------------------------------------------
+# causal_mask and sliding_window_mask take sizes only: their masks are made on the CPU, and the
+# code that uses them moves them (mask.to(x.device)). train_lm is not run on the meta device: it
+# reads each loss with .item(), which a device without data cannot answer.
+from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
+
+keeps_device("padding_mask", "padding_mask", lambda rng: [call(torch.tensor([3, 1, 5]), 5)])
+keeps_device("graph_mask", "graph_mask", lambda rng: adjacency_cases(rng)[:3])
+
+
+def cache_pair(student, ref):
+    return Pair(student.call("KVCache", keep=True), ref.KVCache(), "a KVCache")
+
+
+@check("CausalSelfAttention", DEVICE_CHECK + ", with a KVCache too", weight=0.5)
+def layer_device(student, ref, rng):
+    _, heads, dim = sizes(rng)
+    pair = layer_pair(student, ref, dim, heads, rng)
+    x = tensor(rng, (2, 5, dim))
+    same_device(student, ref, pair, x)
+    cache = cache_pair(student, ref)
+    same_device(student, ref, pair, x[:, :3], cache)
+    same_device(student, ref, pair, x[:, 3:], cache)
+
+
+@check("TinyLM", DEVICE_CHECK + ", with caches too", weight=0.5)
+def lm_device(student, ref, rng):
+    pair = module_pair(student, ref, "TinyLM", *LM, rng=rng, scale=0.5)
+    x = tokens(rng, (2, 6))
+    same_device(student, ref, pair, x)
+    held = [cache_pair(student, ref) for _ in range(LM[3])]
+    same_device(student, ref, pair, x[:, :4], held)
+    same_device(student, ref, pair, x[:, 4:], held)
+
+
+@check("generate", DEVICE_CHECK + " (greedy, with and without the cache)", weight=0.5)
+def generate_device(student, ref, rng):
+    pair = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5)
+    prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(2, 3)))
+    for use_cache in (True, False):
+        same_device(student, ref, "generate", pair, prompt, 4, use_cache=use_cache)

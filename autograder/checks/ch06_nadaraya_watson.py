@@ -293,3 +293,17 @@ def learned_reaches(student, ref, rng):
     expect_true(math.isfinite(achieved) and achieved <= 1.05 * target,
                 f"fit(x (40,), y (40,), steps=80, lr=0.05) from bandwidth 2.0 ended at h = {math.exp(log_h):.4g} "
                 f"with held-out MSE {achieved:.4g}; the LOO-selected h = {best_h:.4g} gives {target:.4g}")
+
+
+# ---- every exercise on another device -----------------------------------------------------------
+# The kernels and the estimators before LearnedKernelRegression are NumPy; its fit reads each loss
+# with .item(), which the meta device (it has no data) cannot answer: its forward is run there.
+from .core import DEVICE_CHECK, same_device  # noqa: E402
+
+
+@check("LearnedKernelRegression", DEVICE_CHECK + " (forward, leave_one_out too)", weight=0.5)
+def learned_device(student, ref, rng):
+    pair = module_pair(student, ref, "LearnedKernelRegression", 1.0, rng=rng)
+    x, y = torch_sample(rng, 12)
+    same_device(student, ref, pair, torch.from_numpy(queries(rng)), x, y)
+    same_device(student, ref, pair, x, x, y, leave_one_out=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sandbox.calls import StudentError
+from ..sandbox.calls import StudentError, layout, to_device
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
 from ..wire import Handle, roundtrip, to_plain
 
@@ -147,6 +147,84 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
         what = what or called(target, None, args, kwargs)
     expect_same(got, plain(expected), what, names=names, rtol=rtol, atol=atol, nan_hint=nan_hint)
     return got
+
+
+# ---- devices ----------------------------------------------------------------------------------
+
+DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
+               "torch.arange(n, device=x.device), mask.to(x.device)) and move a module you build with "
+               ".to(device=..., dtype=...)")
+NO_DATA = ("cannot be called on meta tensors", "nonzero")  # .item(), bool(), x[mask]: fine on a GPU, not on meta
+
+
+def keeps_device(exercise, target, cases, weight=0.5):
+    """A check: `target` on each `call(...)` of `cases(rng)` returns its tensors on the device of
+    its inputs, and makes none on the CPU on the way (`same_device`). One line per exercise."""
+    def run(student, ref, rng):
+        for case in cases(rng):
+            same_device(student, ref, target, *case.args, **case.kwargs)
+    _register(sys._getframe(1).f_globals, exercise, DEVICE_CHECK, weight, run)
+
+
+DEVICE_CHECK = "keeps the input's device: run on PyTorch's meta device (as on a GPU), no tensor is made on the CPU"
+
+
+def same_device(student, ref, target, *args, device="meta", what=None, **kwargs):
+    """The student's `target(*args, **kwargs)` (a function's name or a Pair; a Pair among the
+    arguments is the student's object on its side, the reference's on the grader's) run with every
+    tensor and module moved to `device`. `meta` tensors have shapes and no data: no GPU is needed,
+    and, as on a GPU, a tensor made on the CPU cannot meet them. The result's tensors must all be on
+    `device`, as the reference's are; returns the student's `layout`. A call that fails only
+    because meta has no data (`.item()`, a boolean mask's indexing: fine on a GPU) is not charged."""
+    import torch
+    mine, theirs = _side(args, student=True), to_device(_side(args, student=False), device)
+    with torch.no_grad():
+        if isinstance(target, Pair):
+            expected = layout(to_device(target.module, device)(*theirs, **to_device(kwargs, device)))
+            label, handle = target.label.removesuffix(", on "), target.handle
+        else:
+            expected = layout(getattr(ref, target)(*theirs, **to_device(kwargs, device)))
+            label, handle = None, target
+    if any(found != device for _, found in tensor_devices(expected)):  # the course's own mistake
+        raise RuntimeError(f"the reference {target} does not keep the {device} device: {expected}")
+    what = what or called(label or target, None, args, kwargs)
+    try:
+        got = student.call(handle, *mine, _device=device, _label=label, **kwargs)
+    except StudentError as error:
+        if any(text in str(error) for text in NO_DATA):
+            return None
+        copied = any(text in str(error) for text in ("Cannot copy out of meta", "to numpy"))
+        happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into a "
+                    "tensor made on the CPU)" if copied else "met a tensor made on the CPU")
+        raise CheckFailure(f"{error}. With its inputs on PyTorch's `{device}` device (it stands in for a GPU), this "
+                           f"call {happened}, on the line named: {DEVICE_RULE}") from None
+    for where, found in tensor_devices(got):
+        expect_true(found == device, f"{what} with its inputs on the `{device}` device returned {where} on the "
+                    f"{found}: {DEVICE_RULE}")
+    return got
+
+
+def _side(value, student):
+    """Arguments as one side gets them: a Pair is the student's Handle there, the reference's object here."""
+    if isinstance(value, Pair):
+        return value.handle if student else value.module
+    if type(value) in (list, tuple):
+        return type(value)(_side(v, student) for v in value)
+    return value
+
+
+def tensor_devices(description, where="the result"):
+    """[(where, device)] of every tensor in a `layout`."""
+    if isinstance(description, dict) and isinstance(description.get("device"), str):
+        return [(f"{where} (a tensor)" if where == "the result" else where, description["device"])]
+    if isinstance(description, dict) and set(description) == {"module"} and isinstance(description["module"], dict):
+        return [pair for name, d in description["module"].items()
+                for pair in tensor_devices(d, f"the module's {name}")]
+    if isinstance(description, dict):
+        return [pair for key, d in description.items() for pair in tensor_devices(d, f"{where}[{key!r}]")]
+    if isinstance(description, (list, tuple)):
+        return [pair for i, d in enumerate(description) for pair in tensor_devices(d, f"{where}[{i}]")]
+    return []
 
 
 def expect_same(got, expected, what, names=None, **tolerance):

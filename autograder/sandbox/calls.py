@@ -1,4 +1,6 @@
 """Calling the student's code by name, in the process where it lives (worker or kernel)."""
+import copy
+import sys
 import traceback
 
 from ..wire import Handle, WireError, to_plain
@@ -54,11 +56,14 @@ class StudentNamespace:
                 where[key] = before
         self.replaced = []
 
-    def call(self, target, args=(), kwargs=None, method=None, keep=False):
-        """Plain result of `target(*args, **kwargs)` (or of its `method`); a Handle if `keep`."""
-        function = self._resolve(target, method)
-        args = [self._unwrap(a) for a in args]
-        kwargs = {k: self._unwrap(v) for k, v in (kwargs or {}).items()}
+    def call(self, target, args=(), kwargs=None, method=None, keep=False, device=None):
+        """Plain result of `target(*args, **kwargs)` (or of its `method`); a Handle if `keep`.
+        With `device` ("meta", say), the tensors among the arguments and the kept objects involved
+        are moved to that device first (modules as copies: the kept one stays as it was), and the
+        result comes back as its `layout`: a device without data cannot send values."""
+        function = self._resolve(target, method, device)
+        args = [self._unwrap(a, device) for a in args]
+        kwargs = {k: self._unwrap(v, device) for k, v in (kwargs or {}).items()}
         try:
             result = function(*args, **kwargs)
         except Exception as error:
@@ -68,13 +73,13 @@ class StudentNamespace:
             self.objects[handle.ident] = result
             return handle
         try:
-            return to_plain(result)
+            return to_plain(result) if device is None else layout(result)
         except WireError as error:
             raise CallError(f"{_name(target, method)} returned {error}") from None
 
-    def _resolve(self, target, method):
+    def _resolve(self, target, method, device=None):
         if isinstance(target, Handle):
-            obj = self.objects[target.ident]
+            obj = self.objects[target.ident] if device is None else to_device(self.objects[target.ident], device)
         elif target in self.namespace:
             obj = self.namespace[target]
         else:
@@ -88,15 +93,53 @@ class StudentNamespace:
             raise CallError(f"`{_name(target, method)}` is a {type(obj).__name__}, not a function")
         return obj
 
-    def _unwrap(self, value):
+    def _unwrap(self, value, device=None):
         if isinstance(value, Handle):
-            return self.objects[value.ident]
+            return self.objects[value.ident] if device is None else to_device(self.objects[value.ident], device)
         if type(value) in (list, tuple):
-            return type(value)(self._unwrap(v) for v in value)
-        return value
+            return type(value)(self._unwrap(v, device) for v in value)
+        if type(value) is dict and device is not None:
+            return {k: self._unwrap(v, device) for k, v in value.items()}
+        return value if device is None else to_device(value, device)
 
 
 _MISSING = object()
+
+
+def to_device(value, device):
+    """`value` with its tensors on `device`: tensors moved, a module copied and moved (nn.Module's
+    `.to` moves in place), lists, tuples and dicts item by item, anything else as it is."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value).to(device)
+    if type(value) in (list, tuple):
+        return type(value)(to_device(v, device) for v in value)
+    if type(value) is dict:
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def layout(value, _depth=0):
+    """What a value is made of, without its data: a tensor as {"shape", "dtype", "device"}, a
+    module as the layouts of its parameters and buffers by name, lists, tuples and dicts item by
+    item, anything else as {"type": its type's name}."""
+    if _depth > 20:
+        raise WireError("the value is nested too deeply")
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."), "device": value.device.type}
+    if torch is not None and isinstance(value, torch.nn.Module):
+        named = [*value.named_parameters(), *value.named_buffers()]
+        return {"module": {str(name): layout(t, _depth + 1) for name, t in named[:10_000]}}
+    if type(value) in (list, tuple):
+        return type(value)(layout(v, _depth + 1) for v in value[:10_000])
+    if type(value) is dict:
+        return {str(k): layout(v, _depth + 1) for k, v in list(value.items())[:10_000]}
+    return {"type": str(type(value).__name__)[:100]}
 
 
 def _name(target, method):

@@ -105,7 +105,8 @@ def serve(channel_in, channel_out):
             with time_limit(call_seconds):
                 if request["op"] == "call":
                     reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
-                                                 method=request["method"], keep=request["keep"])}
+                                                 method=request["method"], keep=request["keep"],
+                                                 device=request.get("device"))}
                 elif request["op"] == "known_good":
                     calls.use_known_good(request["sources"], request["names"])
                     reply = {"value": None}

@@ -2,9 +2,16 @@
 
 load → run sandboxed → check → report, as `grade` does, with one difference: each exercise's
 original check cell (its visible asserts, from the source notebook) runs where the student's
-notebook has it. The report says, per exercise, what can cost points at grading. It never runs
-the hidden checks: of an exercise it knows only its name, points and the names its reference cell
-defines (`notebook.exercises`), and it imports nothing of `autograder.checks`.
+notebook has it. Then the rules each exercise's text states (`autograder.stated`, which `grade`
+charges as checks of that exercise) run on the notebook's own functions. The report says, per
+exercise, what can cost points at grading. It never runs the hidden checks: of an exercise it
+knows only its name, points and the names its reference cell defines (`notebook.exercises`), and
+it imports nothing of `autograder.checks` (a student's copy of the course does not have it).
+
+`grade` checks each exercise with correct versions of the exercises before it; `check` has no
+correct versions to use (they are the solutions), so when an earlier exercise has a problem, a
+later one's failing test may come from it: that exercise is then neither ready nor blamed
+(WAIT) until the earlier one is fixed.
 """
 import ast
 import math
@@ -14,14 +21,14 @@ from pathlib import Path
 
 import nbformat
 
-from . import GUIDE, REPO_ROOT, assignments, notebook, released_notebook
+from . import GUIDE, REPO_ROOT, assignments, notebook, released_notebook, stated
 from .notebook import NotebookError, load_submission
 from .sandbox.calls import StudentError
 from .sandbox.isolation import bubblewrap_works
 from .sandbox.session import Limits, SandboxedStudent
 from .sandbox.worker import python_source
 
-OK, FAIL, NOTE = "ok", "FAIL", "note"
+OK, FAIL, NOTE, WAIT = "ok", "FAIL", "note", "wait"
 PROBE_INDEX = "names"  # the last cell run: it answers which of the exercises' names are missing
 PROBE = "__autograder_missing__ = lambda names: [n for n in names if not callable(globals().get(n))]"
 
@@ -41,6 +48,10 @@ class Block:
     @property
     def problems(self):
         return sum(status == FAIL for status, _ in self.lines)
+
+    @property
+    def waiting(self):
+        return not self.problems and any(status == WAIT for status, _ in self.lines)
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -126,16 +137,38 @@ def cells_to_run(submission, assignment, at):
 
 
 def run_sandboxed(cells, names, assignment, limits):
-    """({cell index: error}, missing names or None): the notebook run as the grader runs it."""
+    """({cell index: error}, missing names or None, {exercise: [(rule, failure or "")]}): the
+    notebook run as the grader runs it, then the rules the texts state, on the exercises it defines."""
     with SandboxedStudent(cells, limits, notebook.modules_to_preload(assignment)) as student:
         errors = dict(student.cell_errors)
         if None in errors:
-            return errors, None
+            return errors, None, {}
         try:
-            return errors, set(student.call("__autograder_missing__", list(names)))
+            missing = set(student.call("__autograder_missing__", list(names)))
         except StudentError as error:
             errors[None] = f"the check could not see which functions your notebook defines ({error})"
-            return errors, None
+            return errors, None, {}
+        return errors, missing, stated_rules(student, assignment, missing)
+
+
+def stated_rules(process, assignment, missing):
+    """{exercise: [(rule, failure or "")]}, for the exercises whose names are all defined."""
+    found = {}
+    for e in notebook.exercises(assignment):
+        rules = stated.properties(assignment, e.name)
+        if not rules or set(e.defines) & missing:
+            continue
+        process.start_exercise()  # the grader's time budget of one exercise
+        found[e.name] = []
+        for rule in rules:
+            try:
+                rule.run(stated.Student(process))
+                found[e.name].append((rule.name, ""))
+            except (stated.CheckFailure, StudentError) as failure:
+                found[e.name].append((rule.name, str(failure) or type(failure).__name__))
+            except Exception as error:  # an answer so odd that the comparison itself failed
+                found[e.name].append((rule.name, f"could not check the answer ({type(error).__name__}: {error})"))
+    return found
 
 
 # -- check ---------------------------------------------------------------------------------
@@ -159,6 +192,17 @@ def input_problems(submission, errors):
             for n, source in submission.code_cells if calls_input(source) and "input()" not in errors.get(n, "")}
 
 
+def cell_error(n, error):
+    """(status, text) of a cell that raised. input() and a time limit cost points as such; any other
+    exception costs only through what the cell then left undefined, which its exercise's block
+    says: the grader notes it and charges nothing for it, and so does nbgrader (it runs on)."""
+    if "input()" in error or "time limit" in error:
+        return FAIL, f"code cell {n}: {error}"
+    rest = "nothing in it ran" if error.startswith("SyntaxError") else "the lines after the error did not run"
+    return NOTE, (f"code cell {n}: {error}. This costs no points by itself (the grader notes it), but {rest}: "
+                  "whatever they define is missing at grading. Remove the line that raises")
+
+
 def notebook_block(path, assignment, submission, errors, at, inputs):
     block = Block("Notebook")
     if path.name != f"{assignment}.ipynb":
@@ -178,7 +222,7 @@ def notebook_block(path, assignment, submission, errors, at, inputs):
     others = [n for n, _ in submission.code_cells if n not in set(at.values())]
     for n in others:
         if n in errors:
-            block.add(FAIL, f"code cell {n}: {errors[n]}")
+            block.add(*cell_error(n, errors[n]))
         if n in inputs:
             block.add(FAIL, inputs[n])
     if any(n in errors for n in others):
@@ -187,7 +231,9 @@ def notebook_block(path, assignment, submission, errors, at, inputs):
     return block
 
 
-def exercise_block(e, submission, errors, missing, number, check_index, released, inputs):
+def exercise_block(e, submission, errors, missing, number, check_index, released, inputs, rules, behind):
+    """`rules`: [(rule, failure or "")] of the rules its text states; `behind`: the exercises before
+    it that have a problem, which its failing tests may come from."""
     block = Block(f"{e.name} ({e.points:g} point{'s' if e.points != 1 else ''})")
     if None in errors:
         block.add(FAIL, "not graded: the notebook did not run (see above)")
@@ -195,16 +241,30 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
     if number is None:
         block.add(FAIL, "no cell of the notebook defines it (was its cell deleted?)")
     elif number in errors:
-        block.add(FAIL, f"code cell {number}: {errors[number]}")
+        block.add(*cell_error(number, errors[number]))
     else:
         block.add(OK, f"code cell {number} runs")
     if number in inputs:
         block.add(FAIL, inputs[number])
+
+    def failed(text):
+        own = "NotImplementedError" in text and f"code cell {number}," in text  # its own stub: never the others'
+        if behind and not own:
+            block.add(WAIT, f"{text} — this may come from {', '.join(behind)} (see above): `grade` checks {e.name} "
+                            f"with correct versions of the exercises before it, so fix those, then check again")
+        else:
+            block.add(FAIL, text)
     if check_index in errors:
         where = f" (code cell {check_index})" if isinstance(check_index, int) else ""
-        block.add(FAIL, f"visible tests{where}: {errors[check_index]}")
+        failed(f"visible tests{where}: {errors[check_index]}")
     else:
         block.add(OK, "visible tests pass")
+    for rule, failure in rules:
+        if failure:
+            failed(f"a rule its text states, {rule}: {failure}")
+    if rules and not any(failure for _, failure in rules):
+        block.add(OK, f"the rule{'s' if len(rules) > 1 else ''} its text states, which the grader checks too, "
+                      f"hold{'' if len(rules) > 1 else 's'} ({len(rules)})")
     lost = [name for name in e.defines if name in missing]
     if lost:
         block.add(FAIL, f"{', '.join(lost)}: not defined once the notebook has run, and the grader calls it by this "
@@ -228,17 +288,12 @@ def check(path, assignment, limits=Limits()):
     submission, exercises = load_submission(path, assignment), notebook.exercises(assignment)
     at = exercise_cells(submission, assignment)
     cells, check_index = cells_to_run(submission, assignment, at)
-    errors, missing = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits)
+    errors, missing, rules = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits)
     inputs, released = input_problems(submission, errors), released_cells(assignment)
     blocks, behind = [notebook_block(path, assignment, submission, errors, at, inputs)], []
     for e in exercises:
         block = exercise_block(e, submission, errors, missing or set(), at.get(e.name), check_index[e.name],
-                               released, inputs)
-        failure = errors.get(check_index[e.name], "")
-        own_stub = failure.startswith("NotImplementedError") and f"code cell {at.get(e.name)}," in failure
-        if failure and behind and not own_stub:
-            block.add(NOTE, f"if this comes from {', '.join(behind)} (see above), it costs points there, not here: "
-                            f"the grader checks {e.name} with correct versions of the exercises before it")
+                               released, inputs, rules.get(e.name, []), behind)
         behind += [e.name] if block.problems else []
         blocks.append(block)
     return blocks
@@ -255,12 +310,16 @@ def report(path, assignment, limits, blocks):
         if block.lines:
             lines += [block.title] + [f"  {status:<5} {text}" for status, text in block.lines] + [""]
     exercises, problems = blocks[1:], sum(b.problems for b in blocks)
-    if not problems:
-        return "\n".join(lines + [f"All {len(exercises)} exercises ready: they run, pass their visible tests and "
-                                   "define their names. (The hidden checks run only at grading.)"])
-    ready = sum(not b.problems for b in exercises)
+    waiting = sum(b.waiting for b in exercises)
+    if not problems and not waiting:
+        return "\n".join(lines + [f"All {len(exercises)} exercises ready: they run, pass their visible tests and the "
+                                   "rules their text states, and define their names. (The hidden checks run only at "
+                                   "grading.)"])
+    ready = sum(not b.problems and not b.waiting for b in exercises)
+    later = (f"; {waiting} exercise{'s' if waiting > 1 else ''} to check again once {'it is' if problems == 1 else 'they are'} "
+             "fixed" if waiting else "")
     return "\n".join(lines + [f"{ready} of {len(exercises)} exercises ready; "
-                               f"{problems} problem{'s' if problems > 1 else ''} to fix before you hand it in."])
+                               f"{problems} problem{'s' if problems > 1 else ''} to fix before you hand it in{later}."])
 
 
 def main(path, assignment=None, limits=Limits()):
@@ -279,4 +338,4 @@ def main(path, assignment=None, limits=Limits()):
     except NotebookError as error:
         return "\n".join([f"{path.name} cannot be read, so it cannot be graded:", f"  {FAIL:<5} {error}", "",
                           "Every exercise would score 0; fix the file and run the check again."]), 1
-    return report(path, assignment, limits, blocks), 1 if any(b.problems for b in blocks) else 0
+    return report(path, assignment, limits, blocks), 1 if any(b.problems or b.waiting for b in blocks) else 0

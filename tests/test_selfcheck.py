@@ -143,10 +143,28 @@ def test_a_syntax_error_costs_its_exercise_and_what_calls_it(tmp_path):
     text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
     assert status == 1
     mine = block(text, "entropy")
-    assert "FAIL  code cell 11: SyntaxError" in mine and "FAIL  entropy: not defined once the notebook has run" in mine
-    # effective_count calls entropy: its visible tests fail here (at grading it gets a correct entropy)
-    assert "NameError: name 'entropy' is not defined" in block(text, "effective_count")
-    assert "note  if this comes from entropy (see above), it costs points there, not here" in block(text, "effective_count")
+    assert "note  code cell 11: SyntaxError" in mine and "nothing in it ran" in mine
+    assert "FAIL  entropy: not defined once the notebook has run" in mine
+    # effective_count calls entropy: its visible tests fail here (at grading it gets a correct entropy),
+    # so it is neither ready nor blamed
+    theirs = block(text, "effective_count")
+    assert "wait  visible tests" in theirs and "NameError: name 'entropy' is not defined" in theirs
+    assert "this may come from entropy (see above): `grade` checks effective_count with correct versions" in theirs
+    assert "FAIL" not in theirs
+    assert text.splitlines()[-1] == ("3 of 5 exercises ready; 2 problems to fix before you hand it in; "
+                                     "1 exercise to check again once they are fixed.")
+
+
+def test_a_line_that_raises_after_the_def_costs_nothing_and_check_says_so(tmp_path):
+    """A leftover call after the solution's `def`: the function is defined and right, `grade` notes the
+    error and charges nothing (nbgrader runs on too): `check` says so instead of FAIL."""
+    nb = filled_notebook(A, {"entropy": reference_solutions(A)["entropy"] + "\nentropy(undefined_name)\n"})
+    text, status = check(write(nb, tmp_path / f"{A}.ipynb"))
+    assert status == 0, text
+    mine = block(text, "entropy")
+    assert "note  code cell 11: NameError: name 'undefined_name' is not defined" in mine
+    assert "This costs no points by itself (the grader notes it), but the lines after the error did not run" in mine
+    assert "FAIL" not in text and "All 5 exercises ready" in text.splitlines()[-1]
 
 
 def test_an_unreadable_file(tmp_path):

@@ -23,6 +23,7 @@ from . import REPO_ROOT, SOLUTIONS_DIR
 from .files import atomic_write
 from .notebook import NotebookError, read_notebook_bytes
 from .pipeline import grade_notebook, not_graded
+from .results import Graded
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
 
 BUILD_DIR = REPO_ROOT / "build" / "gradescope"
@@ -186,9 +187,11 @@ def _run(command, what, timeout, **kwargs):
 def try_zip(zip_path, submission, python=sys.executable, timeout=1800):
     """Try a zip the way Gradescope runs it: its files laid out as /autograder is, in a temporary
     folder; a fresh venv (of `python`) with the zip's requirements.txt; its run_autograder on
-    `submission`; and the results.json it writes compared with `grade` on the same notebook here.
-    Returns {"assignment", "results", "rows", "same", "install_s", "run_s"}. The pip index is
-    pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine offline cannot reach."""
+    `submission`; and the results.json it writes compared, check by check, with what `grade` gives
+    the same notebook here (run meanwhile, in a process of its own, as an instructor runs it).
+    Returns {"assignment", "results", "rows", "same", "score", "max_score", "install_s", "run_s"}.
+    The pip index is pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine
+    offline cannot reach."""
     zip_path, submission = Path(zip_path), Path(submission)
     for path, what in ((zip_path, "zip"), (submission, "notebook")):
         if not path.is_file():
@@ -199,14 +202,21 @@ def try_zip(zip_path, submission, python=sys.executable, timeout=1800):
         if len(found) != 1 or not {"setup.sh", "run_autograder", "requirements.txt"} <= set(names):
             raise TryError(f"{zip_path} is not a zip built by `python -m autograder gradescope`")
         assignment = found[0]
-        root = Path(tempfile.mkdtemp(prefix="gradescope-try-"))
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        root, grading = Path(tempfile.mkdtemp(prefix="gradescope-try-")), None
         try:
+            # `grade` on the same notebook, while the venv is made: a class of one student
+            notebook = root / "grade" / "submitted" / "student" / assignment / f"{assignment}.ipynb"
+            notebook.parent.mkdir(parents=True)
+            shutil.copyfile(submission, notebook)
+            grading = subprocess.Popen([sys.executable, "-m", "autograder", "grade", notebook.parents[2], "--quiet",
+                                        "-j", "1", "--out", root / "grade" / "out"], cwd=REPO_ROOT, env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             root.chmod(0o755)  # as /autograder is: the students' processes run as nobody and need its venv
             archive.extractall(root / "source")
             (root / "submission").mkdir()
             (root / "results").mkdir()
             shutil.copyfile(submission, root / "submission" / submission.name)
-            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
             start = time.monotonic()
             _run([python, "-m", "venv", root / "venv"], "creating the venv", 300, env=env)
             # --no-compile: byte-compiling torch's thousands of modules is a third of the install, and
@@ -224,19 +234,19 @@ def try_zip(zip_path, submission, python=sys.executable, timeout=1800):
             except (OSError, ValueError) as error:
                 raise TryError(f"run_autograder wrote no readable results.json ({error}); it printed:\n"
                                f"{(done.stdout + done.stderr)[-4000:]}") from None
+            output, _ = grading.communicate(timeout=timeout)
+            # grade's result, read from its journal (journal.py's layout) without journal.load's check
+            # that the course's code is unchanged since: that check is for reusing it in a later run
+            entry = root / "grade" / "out" / ".journal" / "student" / f"{assignment}.json"
+            try:
+                graded = Graded.from_dict(json.loads(entry.read_text())["graded"])
+            except (OSError, ValueError, KeyError, TypeError):
+                raise TryError(f"`grade` on the same notebook failed (exit {grading.returncode}):\n{output[-4000:]}") from None
         finally:
+            if grading and grading.poll() is None:
+                grading.kill()
+                grading.wait()
             shutil.rmtree(root, ignore_errors=True)
-    work = Path(tempfile.mkdtemp(prefix="gradescope-grade-"))
-    try:
-        target = work / assignment / f"{assignment}.ipynb"
-        target.parent.mkdir(parents=True)
-        try:
-            target.write_bytes(read_notebook_bytes(submission))
-            graded = grade_notebook("student", assignment, str(target))
-        except NotebookError as error:
-            graded = not_graded("student", assignment, error)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     rows, same = compare(results, check_tests(graded), graded.score)
     return {"assignment": assignment, "results": results, "rows": rows, "same": same,
             "score": graded.score, "max_score": graded.max_score, "install_s": install_s, "run_s": run_s}

@@ -9,7 +9,10 @@ import zipfile
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
 
+from autograder.gradescope import build_zip, compare, setup_sh, try_text, try_zip
+from autograder import assignments
 from autograder.notebook import exercises
+from autograder.requirements import for_assignment
 
 A = "01-weights"
 
@@ -19,8 +22,11 @@ def test_the_gradescope_zip_grades_a_submission_into_results_json(tmp_path):
     run(BIN / "python", "-m", "autograder", "gradescope", A, "--out", archive)
     names = zipfile.ZipFile(archive).namelist()
     assert {"setup.sh", "run_autograder", "requirements.txt", f"solutions/{A}/{A}.ipynb",
-            "autograder/pipeline.py"} <= set(names)
+            "autograder/pipeline.py", "autograder/checks/core.py", "autograder/checks/ch01_weights.py"} <= set(names)
     assert not any(n.startswith(("notebooks/", "tests/", "samples/")) for n in names)
+    assert [n for n in names if n.startswith(("solutions/", "autograder/checks/ch"))] == \
+        [f"autograder/checks/ch01_weights.py", f"solutions/{A}/{A}.ipynb"]  # this chapter's alone
+    assert zipfile.ZipFile(archive).read("requirements.txt").decode().split() == for_assignment(A)
 
     root = tmp_path / "gradescope"  # Gradescope's /autograder, laid out as it lays it out
     zipfile.ZipFile(archive).extractall(root / "source")
@@ -84,3 +90,84 @@ def test_gradescope_refuses_to_grade_unisolated_unless_told(tmp_path, monkeypatc
     monkeypatch.setenv("AUTOGRADER_ALLOW_UNISOLATED", "1")
     graded = gradescope.results_json(A, tmp_path / "submission", tmp_path / "results.json")
     assert graded["score"] == sum(e.points for e in exercises(A)) and graded["output"].startswith("WARNING")
+
+
+FAKE_PYTHON = """#!/bin/sh
+# a Python {version}: `-c` answers the version test, `-m venv DIR` makes DIR/bin/python, which logs its arguments
+case "$1" in
+  --version) echo "Python {version}" ;;
+  -c) [ "{version}" != 3.10.12 ] ;;
+  -m) mkdir -p "$3/bin" && printf '#!/bin/sh\\necho "$0 $*" >> {log}\\n' > "$3/bin/python" && chmod +x "$3/bin/python" ;;
+esac
+"""
+
+
+def fake_image(tmp_path, pythons):
+    """A folder for PATH: apt-get and add-apt-repository that do nothing, and the given Pythons."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("apt-get", "add-apt-repository"):
+        (fake / name).write_text("#!/bin/sh\nexit 0\n")
+    for name in ("python3", "python3.11", "python3.12", "python3.13"):
+        version = pythons.get(name, "3.10.12")
+        (fake / name).write_text(FAKE_PYTHON.format(version=version, log=tmp_path / "pip.log"))
+    for path in fake.iterdir():
+        path.chmod(0o755)
+    return fake
+
+
+def run_setup(tmp_path, pythons):
+    (tmp_path / "setup.sh").write_text(setup_sh())
+    return subprocess.run(["bash", tmp_path / "setup.sh"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{fake_image(tmp_path, pythons)}:/usr/bin:/bin", "AUTOGRADER_ROOT": str(tmp_path)})
+
+
+def test_setup_sh_stops_without_a_supported_python(tmp_path):
+    done = run_setup(tmp_path, {})  # an Ubuntu 22.04 image: python3 is 3.10, and no 3.11 can be installed
+    assert done.returncode != 0
+    assert "needs Python >= 3.11" in done.stderr and "Python 3.10.12" in done.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def test_setup_sh_installs_the_cpu_torch_into_a_venv_of_a_supported_python(tmp_path):
+    done = run_setup(tmp_path, {"python3.11": "3.11.9"})  # what the deadsnakes PPA installs
+    assert done.returncode == 0, done.stderr
+    assert "python3.11 (Python 3.11.9)" in done.stdout
+    assert (tmp_path / "pip.log").read_text().split()[1:] == [
+        "-m", "pip", "install", "-q", "--extra-index-url", "https://download.pytorch.org/whl/cpu",
+        "-r", f"{tmp_path}/source/requirements.txt"]
+
+
+def test_the_try_reports_every_difference():
+    graded = [{"name": "a: x", "score": 1.0, "max_score": 1.0}, {"name": "a: y", "score": 0.5, "max_score": 1.0}]
+    same = {"score": 1.5, "tests": [{"name": "your notebook runs", "score": 0, "max_score": 0}] + graded}
+    assert compare(same, graded, 1.5) == ([("a: x", 1.0, 1.0, 1.0), ("a: y", 0.5, 0.5, 1.0)], True)
+    lower = {"score": 1.0, "tests": [graded[0], {**graded[1], "score": 0.0}]}
+    rows, agree = compare(lower, graded, 1.5)
+    assert not agree and rows[1] == ("a: y", 0.0, 0.5, 1.0)
+    assert not compare({"score": 0, "tests": []}, graded, 1.5)[1]  # no results for the checks: not the same
+    assert not compare({"score": 1.5, "tests": graded[:1]}, graded, 1.5)[1]
+    text = try_text({"assignment": "a", "results": lower, "rows": rows, "same": agree, "score": 1.5,
+                     "max_score": 2.0, "install_s": 1, "run_s": 1})
+    assert "DIFFERS" in text and "DIFFERENT" in text
+
+
+# One chapter per set of requirements: 02, 03 and 05 install what 01 does.
+TRIED = ("01-weights", "04-multi-head", "06-nadaraya-watson", "07-flash-tiling")
+
+
+def test_each_requirement_set_is_tried_once():
+    sets = {tuple(for_assignment(a)) for a in TRIED}
+    assert len(sets) == len(TRIED) and sets == {tuple(for_assignment(a)) for a in assignments()}
+
+
+def test_each_chapters_zip_scores_the_perfect_sample_full_marks_as_gradescope_runs_it(tmp_path):
+    """A fresh venv from each zip's own requirements.txt, its run_autograder on the perfect sample:
+    full marks, per test the same as `grade` (a missing package costs points or results.json)."""
+    for assignment in TRIED:
+        archive = build_zip(assignment, tmp_path / f"{assignment}.zip")
+        tried = try_zip(archive, REPO / "samples" / "submitted" / "perfect-student" / assignment / f"{assignment}.ipynb")
+        print(try_text(tried).splitlines()[-1])
+        total = sum(e.points for e in exercises(assignment))
+        assert tried["same"], try_text(tried)
+        assert tried["results"]["score"] == total == tried["max_score"], try_text(tried)

@@ -380,3 +380,20 @@ def train_classifier(model, dataset, epochs, lr, seed):
     return history
 ''',
 }
+
+# A tensor made on the CPU: right on CPU inputs, each loses the device check's points only.
+WRONG["GlobalAttentionPooling"]["cpu_default_mask"] = '''
+class GlobalAttentionPooling(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.context = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x, mask=None):
+        if mask is None:
+            mask = torch.ones(x.shape[:-1], dtype=torch.bool)
+        return attention_pool(x, x @ self.context, mask)
+'''
+WRONG["attention_mass"]["cpu_zeros"] = '''
+def attention_mass(p, selected):
+    return torch.where(selected, p, torch.zeros(p.shape, dtype=p.dtype)).sum(dim=-1)
+'''

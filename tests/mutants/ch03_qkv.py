@@ -357,3 +357,21 @@ def attention(q, k, v, mask=None, score_fn=scaled_dot_product_scores):
     return terms.sum(dim=-2), weights
 ''',
 }
+
+# A tensor made on the CPU: right on CPU inputs, each loses the device check's points only.
+WRONG["masked_softmax"]["cpu_zeros"] = '''
+def masked_softmax(scores, mask=None):
+    if mask is not None:
+        scores = torch.where(mask, scores, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    nothing_allowed = (scores == float("-inf")).all(dim=-1, keepdim=True)
+    return torch.where(nothing_allowed, torch.zeros(weights.shape, dtype=weights.dtype), weights)
+'''
+WRONG["attention"]["cpu_zero_values"] = '''
+def attention(q, k, v, mask=None, score_fn=scaled_dot_product_scores):
+    weights = masked_softmax(score_fn(q, k), mask)
+    if mask is not None:
+        seen = torch.broadcast_to(mask, weights.shape).any(dim=-2).unsqueeze(-1)
+        v = torch.where(seen, v, torch.zeros(v.shape, dtype=v.dtype))
+    return weights @ v, weights
+'''

@@ -300,7 +300,7 @@ def mha_from_torch(m):
             state[name + ".bias"] = m.in_proj_bias[i * d:(i + 1) * d]
     state.update({"out_proj." + k: v for k, v in m.out_proj.state_dict().items()})
     mine = MultiHeadAttention(m.embed_dim, m.num_heads, bias=m.in_proj_bias is not None)
-    mine = mine.to(dtype=m.out_proj.weight.dtype)
+    mine = mine.to(device=m.out_proj.weight.device, dtype=m.out_proj.weight.dtype)
     mine.load_state_dict({k: v.detach() for k, v in state.items()})
     return mine
 ''',
@@ -316,7 +316,7 @@ def bert_padding_mask(attention_mask):
     "mha_from_bert": '''
 def mha_from_bert(state, num_heads):
     weight = state["self.query.weight"]
-    mine = MultiHeadAttention(weight.shape[1], num_heads).to(weight.dtype)
+    mine = MultiHeadAttention(weight.shape[1], num_heads).to(weight)
     with torch.no_grad():
         for ours, theirs in zip((mine.q_proj, mine.k_proj, mine.v_proj, mine.out_proj),
                                 ("self.query", "self.key", "self.value", "output.dense")):
@@ -325,3 +325,27 @@ def mha_from_bert(state, num_heads):
     return mine
 ''',
 }
+
+# A module built on the CPU: right on CPU inputs, each loses the device check's points only.
+WRONG["mha_from_torch"]["module_on_the_cpu"] = '''
+def mha_from_torch(m):
+    bias = m.in_proj_bias is not None
+    mine = MultiHeadAttention(m.embed_dim, m.num_heads, bias=bias).to(m.in_proj_weight.dtype)
+    with torch.no_grad():
+        for proj, weight in zip((mine.q_proj, mine.k_proj, mine.v_proj), m.in_proj_weight.chunk(3)):
+            proj.weight.copy_(weight)
+        mine.out_proj.weight.copy_(m.out_proj.weight)
+        if bias:
+            for proj, b in zip((mine.q_proj, mine.k_proj, mine.v_proj), m.in_proj_bias.chunk(3)):
+                proj.bias.copy_(b)
+            mine.out_proj.bias.copy_(m.out_proj.bias)
+    return mine
+'''
+WRONG["mha_from_bert"]["module_on_the_cpu"] = '''
+def mha_from_bert(state, num_heads):
+    dim = state["self.query.weight"].shape[0]
+    mine = MultiHeadAttention(dim, num_heads).to(state["self.query.weight"].dtype)
+    names = {"q_proj": "self.query", "k_proj": "self.key", "v_proj": "self.value", "out_proj": "output.dense"}
+    mine.load_state_dict({f"{ours}.{p}": state[f"{theirs}.{p}"] for ours, theirs in names.items() for p in ("weight", "bias")})
+    return mine
+'''

@@ -297,7 +297,7 @@ def sliding_window_mask(n, window, causal=True):
     "graph_mask": '''
 def graph_mask(adjacency):
     a = torch.as_tensor(adjacency).bool()
-    return a.logical_or(torch.eye(a.size(-1), dtype=torch.bool).expand_as(a))
+    return a.logical_or(torch.eye(a.size(-1), dtype=torch.bool, device=a.device).expand_as(a))
 ''',
     "CausalSelfAttention": '''
 class CausalSelfAttention(nn.Module):
@@ -313,7 +313,7 @@ class CausalSelfAttention(nn.Module):
             k, v = cache.append(k, v)
         elif cache is not None:
             k, v = cache.append(k, v)
-        mask = causal_mask(q.size(-2), k.size(-2))
+        mask = causal_mask(q.size(-2), k.size(-2)).to(q.device)
         return self.out_proj(merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
 ''',
     "TinyLM": '''
@@ -371,3 +371,18 @@ def generate(model, prompt, n_new, use_cache=True, seed=None):
     return out, torch.stack(steps, 1)
 ''',
 }
+
+# A tensor made on the CPU: right on CPU inputs, each loses the device check's points only.
+WRONG["padding_mask"]["cpu_positions"] = '''
+def padding_mask(lengths, n):
+    lengths = torch.as_tensor(lengths)
+    return (torch.arange(n) < lengths[:, None])[:, None, None, :]
+'''
+WRONG["CausalSelfAttention"]["cpu_causal_mask"] = _LAYER_INIT + '''
+        if cache is not None:
+            k, v = cache.append(k, v)
+        out, _ = attention(q, k, v, causal_mask(q.shape[-2], k.shape[-2]))
+        return self.out_proj(merge_heads(out))
+'''
+# Not here: a TinyLM whose positions are made on the CPU. The meta device lets an embedding take
+# indices on the CPU (a GPU does not), so the device check cannot see that one.

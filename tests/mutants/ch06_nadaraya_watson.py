@@ -212,7 +212,7 @@ class LearnedKernelRegression(nn.Module):
         distance = x_query.unsqueeze(-1) - x_train.unsqueeze(0)
         scores = -0.5 * (distance / self.bandwidth) ** 2
         if leave_one_out:
-            scores = torch.where(torch.eye(len(x_train), dtype=torch.bool), -torch.inf, scores)
+            scores = torch.where(torch.eye(len(x_train), dtype=torch.bool, device=scores.device), -torch.inf, scores)
         weights = torch.exp(scores - scores.logsumexp(dim=-1, keepdim=True))
         return torch.tensordot(weights, y_train, dims=1)
 
@@ -228,3 +228,32 @@ class LearnedKernelRegression(nn.Module):
         return history
 ''',
 }
+
+# A tensor made on the CPU: right on CPU inputs, it loses the device check's points only.
+WRONG["LearnedKernelRegression"]["cpu_leave_one_out_mask"] = '''
+class LearnedKernelRegression(nn.Module):
+    def __init__(self, bandwidth=1.0):
+        super().__init__()
+        self.log_bandwidth = nn.Parameter(torch.tensor(math.log(bandwidth), dtype=torch.float64))
+
+    @property
+    def bandwidth(self):
+        return self.log_bandwidth.exp()
+
+    def forward(self, x_query, x_train, y_train, leave_one_out=False):
+        scores = -(x_query[:, None] - x_train[None, :]) ** 2 / (2 * self.bandwidth ** 2)
+        if leave_one_out:
+            scores = scores.masked_fill(torch.eye(len(x_train), dtype=torch.bool), -math.inf)
+        return torch.softmax(scores, dim=-1) @ y_train
+
+    def fit(self, x, y, steps=100, lr=0.05):
+        optimizer = torch.optim.Adam(self.parameters(), lr=lr)
+        losses = []
+        for _ in range(steps):
+            loss = ((self(x, x, y, leave_one_out=True) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+'''

@@ -178,16 +178,16 @@ def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
     for q_start in range(0, n_q, block_q):
         q_block = q[..., q_start:q_start + block_q, :] / math.sqrt(d)
         last_row = q_start + q_block.shape[-2] - 1
-        running_max = torch.full(q_block.shape[:-1], -torch.inf, dtype=q.dtype)
-        running_sum = torch.zeros(q_block.shape[:-1], dtype=q.dtype)
-        acc = torch.zeros(q_block.shape[:-1] + (v.shape[-1],), dtype=q.dtype)
+        running_max = torch.full(q_block.shape[:-1], -torch.inf, dtype=q.dtype, device=q.device)
+        running_sum = torch.zeros(q_block.shape[:-1], dtype=q.dtype, device=q.device)
+        acc = torch.zeros(q_block.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
         for k_start in range(0, n_k, block_k):
             if causal and k_start > last_row + n_k - n_q:
                 break
             scores = torch.einsum("...qd,...kd->...qk", q_block, k[..., k_start:k_start + block_k, :])
             if causal:
-                query_pos = torch.arange(q_start, q_start + q_block.shape[-2]).unsqueeze(-1) + (n_k - n_q)
-                key_pos = torch.arange(k_start, k_start + scores.shape[-1])
+                query_pos = torch.arange(q_start, q_start + q_block.shape[-2], device=q.device).unsqueeze(-1) + (n_k - n_q)
+                key_pos = torch.arange(k_start, k_start + scores.shape[-1], device=q.device)
                 scores = torch.where(key_pos <= query_pos, scores, -torch.inf)
             block_max = scores.max(dim=-1).values
             new_max = torch.maximum(running_max, block_max)
@@ -261,3 +261,7 @@ acc = acc + tl.dot(weights.to(v.dtype), v)
 l = alpha * l + tl.sum(weights, axis=1)
 m = m_next
 """)
+
+# The causal mask's positions made on the CPU (torch.arange without device=): right on CPU inputs,
+# it loses the device check's points only.
+WRONG["tiled_attention"]["cpu_causal_mask"] = _tiled()

@@ -40,28 +40,26 @@ def min_python():
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu).
 set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
-# A Python >= {need}, as the course needs: the image's own if it has one (Ubuntu 24.04), else
-# python{need} from the deadsnakes PPA (Ubuntu 22.04's python3 is 3.10), else from Ubuntu's archive.
-supported() {{
-  for p in python3 python{need} python3.12 python3.13; do
-    if command -v "$p" >/dev/null && "$p" -c 'import sys; sys.exit(sys.version_info < {need_tuple})' 2>/dev/null; then
-      command -v "$p"; return 0
-    fi
-  done
-  return 1
-}}
+at_least() {{ command -v "$1" >/dev/null && "$1" -c 'import sys; sys.exit(sys.version_info < {need_tuple})' 2>/dev/null; }}
 apt-get update -qq
 apt-get install -y -qq bubblewrap >/dev/null || echo "setup.sh: could not install bubblewrap: students' code will not be isolated" >&2
-if ! PYTHON=$(supported); then
+# Python {need}, which the course's pins are tested with: from the deadsnakes PPA (Ubuntu 22.04's
+# python3 is 3.10), else from Ubuntu's archive; failing both, the image's python3 if it is >= {need}.
+if ! at_least python{need}; then
   {{ apt-get install -y -qq software-properties-common >/dev/null && add-apt-repository -y ppa:deadsnakes/ppa \\
      && apt-get update -qq; }} || echo "setup.sh: no deadsnakes PPA; trying Ubuntu's own python{need}" >&2
-  apt-get install -y -qq python{need} python{need}-venv >/dev/null || true
-  PYTHON=$(supported) || {{
-    echo "setup.sh: FAILED: this autograder needs Python >= {need} and the image has $(python3 --version 2>&1 || echo none);" \\
-         "installing python{need} failed. Choose an Ubuntu 22.04 or 24.04 base image in Gradescope's autograder settings." >&2
-    exit 1
-  }}
+  apt-get install -y -qq python{need} python{need}-venv >/dev/null || echo "setup.sh: could not install python{need}" >&2
+fi
+PYTHON=""
+for p in python{need} python3; do
+  if at_least "$p"; then PYTHON=$(command -v "$p"); break; fi
+done
+if [ -z "$PYTHON" ]; then
+  echo "setup.sh: FAILED: this autograder needs Python >= {need}; the image has $(python3 --version 2>&1 || echo no python3)" \\
+       "and python{need} could not be installed. Choose an Ubuntu 22.04 or 24.04 base image in Gradescope's autograder settings." >&2
+  exit 1
 fi
 echo "setup.sh: $PYTHON ($("$PYTHON" --version))"
 # Debian's Pythons need their -venv package for `-m venv` (ensurepip)

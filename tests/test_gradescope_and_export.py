@@ -6,6 +6,8 @@ import os
 import subprocess
 import zipfile
 
+import pytest
+
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
 
@@ -129,10 +131,14 @@ def test_setup_sh_stops_without_a_supported_python(tmp_path):
     assert not (tmp_path / "venv").exists()
 
 
-def test_setup_sh_installs_the_cpu_torch_into_a_venv_of_a_supported_python(tmp_path):
-    done = run_setup(tmp_path, {"python3.11": "3.11.9"})  # what the deadsnakes PPA installs
+@pytest.mark.parametrize("pythons, chosen", [
+    ({"python3.11": "3.11.9", "python3": "3.12.3"}, "python3.11 (Python 3.11.9)"),  # 3.11 first, as the pins are tested
+    ({"python3": "3.12.3"}, "python3 (Python 3.12.3)"),  # no 3.11 to be had: the image's own, being >= 3.11
+])
+def test_setup_sh_installs_the_cpu_torch_into_a_venv_of_a_supported_python(tmp_path, pythons, chosen):
+    done = run_setup(tmp_path, pythons)
     assert done.returncode == 0, done.stderr
-    assert "python3.11 (Python 3.11.9)" in done.stdout
+    assert f"bin/{chosen}" in done.stdout
     assert (tmp_path / "pip.log").read_text().split()[1:] == [
         "-m", "pip", "install", "-q", "--extra-index-url", "https://download.pytorch.org/whl/cpu",
         "-r", f"{tmp_path}/source/requirements.txt"]

@@ -137,7 +137,7 @@ def layout(value, _depth=0):
         return {"module": {str(name): layout(t, _depth + 1) for name, t in named[:10_000]}}
     if type(value) in (list, tuple):
         return type(value)(layout(v, _depth + 1) for v in value[:10_000])
-    if type(value) is dict:
+    if isinstance(value, dict):  # a state_dict (an OrderedDict) included
         return {str(k): layout(v, _depth + 1) for k, v in list(value.items())[:10_000]}
     return {"type": str(type(value).__name__)[:100]}
 

@@ -159,7 +159,7 @@ def test_the_try_reports_every_difference():
 
 
 # One chapter per set of requirements: 02, 03 and 05 install what 01 does.
-TRIED = ("01-weights", "04-multi-head", "06-nadaraya-watson", "07-flash-tiling")
+TRIED = ("01-weights", "04-multi-head", "06-nadaraya-watson", "07-flash-tiling", "08-transformer")
 
 
 def test_each_requirement_set_is_tried_once():

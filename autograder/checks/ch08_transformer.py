@@ -1,0 +1,319 @@
+"""Checks of chapter 8, "Positions, and the transformer assembled" (PyTorch).
+
+Each exercise runs with the reference versions of the exercises before it (`run_exercise`): the
+attention's checks use the reference apply_rope, the block's the reference attention, the loader's
+the reference block. The last exercise is compared with `transformers`' own LlamaDecoderLayer,
+which runs here, in the grader: the student's process receives only its numbers (a state dict of
+tensors and six sizes), through a stand-in object with the two attributes the exercise allows.
+"""
+import functools
+
+import numpy as np
+import torch
+
+from .. import notebook
+from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true,
+                   module_pair, padding_mask, plain, same, tensor)
+
+ASSIGNMENT = "08-transformer"
+FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
+
+
+# ---- sinusoidal_positions ---------------------------------------------------------------------
+
+equals("sinusoidal_positions", "float32 (n, dim): sin at even features, cos at odd ones, for several sizes",
+       "sinusoidal_positions", lambda rng: [call(5, 8), call(1, 2), call(12, 16), call(7, 6)], atol=1e-5)
+
+equals("sinusoidal_positions", "another base", "sinusoidal_positions",
+       lambda rng: [call(6, 8, base=100.0), call(4, 4, base=2.0)], atol=1e-5)
+
+
+# ---- apply_rope -------------------------------------------------------------------------------
+
+def rope_cases(rng):
+    h, n, d_h = 3, int(rng.integers(3, 8)), 2 * int(rng.integers(2, 6))
+    positions = torch.from_numpy(rng.integers(0, 40, size=(2, 1, n)))
+    return [call(tensor(rng, (2, h, n, d_h)), torch.arange(n)),
+            call(tensor(rng, (n, d_h)), torch.arange(n) + 5),
+            call(tensor(rng, (2, h, n, d_h), torch.float64), positions),
+            call(tensor(rng, (2, n, d_h)), torch.arange(n), base=500000.0)]
+
+
+equals("apply_rope", "the halves convention (feature i with i + d_h/2), angle position * base^(-2i/d_h): heads "
+       "(B, H, N, d_h), no batch, positions (B, 1, N), float64 kept, another base", "apply_rope", rope_cases, **FLOAT32)
+
+
+@check("apply_rope", "relative: the scores of rotated queries and keys are unchanged when every position shifts by "
+       "the same amount", weight=0.5)
+def rope_relative(student, ref, rng):
+    n, d_h = 6, 8
+    q, k = tensor(rng, (n, d_h), torch.float64), tensor(rng, (n, d_h), torch.float64)
+    scores = []
+    for shift in (0, 13):
+        positions = torch.arange(n) + shift
+        rotated_q = torch.as_tensor(np.asarray(student.call("apply_rope", q, positions)))
+        rotated_k = torch.as_tensor(np.asarray(student.call("apply_rope", k, positions)))
+        expect_true(rotated_q.shape == q.shape, f"apply_rope(x {describe(q)}, positions): expected shape "
+                    f"{tuple(q.shape)}, got {tuple(rotated_q.shape)}")
+        scores.append(rotated_q @ rotated_k.T)
+    expect_true(torch.allclose(scores[0], scores[1], atol=1e-9),
+                "apply_rope: q_m . k_n changes when both positions m and n are shifted by 13 (largest change "
+                f"{(scores[0] - scores[1]).abs().max():.2e}): rotate each pair by position * theta_i, the same "
+                "angle for the query and the key at one position")
+
+
+# ---- alibi_bias -------------------------------------------------------------------------------
+
+equals("alibi_bias", "a power-of-two head count (1, 2, 8, 16 heads), n_q = n_k and n_q < n_k (bottom-right)",
+       "alibi_bias", lambda rng: [call(8, 5, 5), call(2, 3, 7), call(16, 1, 4), call(1, 4, 4)])
+
+equals("alibi_bias", "a head count that is not a power of two (6, 12, 20 heads): the slopes of the next smaller "
+       "power of two, then every other slope of twice as many heads", "alibi_bias",
+       lambda rng: [call(6, 4, 4), call(12, 3, 5), call(20, 2, 2)])
+
+
+# ---- GroupedQueryAttention --------------------------------------------------------------------
+
+def gqa_pair(student, ref, dim, heads, kv_heads, rng, double=False, **kwargs):
+    return module_pair(student, ref, "GroupedQueryAttention", dim, heads, kv_heads, *kwargs.values(), rng=rng,
+                       double=double)
+
+
+@check("GroupedQueryAttention", "q_proj (D, H*d_h), k_proj and v_proj (D, G*d_h), o_proj: no biases, no other "
+       "parameter", weight=0.5)
+def gqa_parameters(student, ref, rng):
+    for dim, heads, kv_heads in ((16, 4, 2), (12, 3, 1)):
+        expect_parameters(student, ref, "GroupedQueryAttention", dim, heads, kv_heads)
+
+
+@check("GroupedQueryAttention", "grouped (H=4, G=2), multi-query (G=1) and multi-head (G=H) outputs: query head h "
+       "uses key/value head h // (H/G)", weight=1.5)
+def gqa_outputs(student, ref, rng):
+    for heads, kv_heads, batch in ((4, 2, (2,)), (6, 2, ()), (4, 1, (2,)), (3, 3, (1, 2))):
+        pair = gqa_pair(student, ref, heads * 4, heads, kv_heads, rng)
+        same(student, ref, pair, tensor(rng, batch + (5, heads * 4)), **FLOAT32)
+
+
+@check("GroupedQueryAttention", "rope_base, given positions (N,) and (B, N), a padding mask with an empty "
+       "sequence (zero output), float64 (module.double())")
+def gqa_options(student, ref, rng):
+    pair = gqa_pair(student, ref, 16, 4, 2, rng, rope_base=100.0)
+    x = tensor(rng, (2, 5, 16))
+    same(student, ref, pair, x, **FLOAT32)
+    pair = gqa_pair(student, ref, 16, 4, 2, rng)
+    same(student, ref, pair, x, torch.arange(5) * 3, **FLOAT32)
+    same(student, ref, pair, x, torch.from_numpy(rng.integers(0, 30, size=(2, 5))), **FLOAT32)
+    same(student, ref, pair, tensor(rng, (3, 5, 16)), None, padding_mask(rng, (3, 1, 1, 5), empty_rows=1),
+         nan_hint="a query with no allowed key gets a zero output (combine the masks and call the given attention)",
+         **FLOAT32)
+    pair = gqa_pair(student, ref, 12, 6, 3, rng, double=True)
+    same(student, ref, pair, tensor(rng, (2, 4, 12), torch.float64))
+
+
+def span(start, stop):
+    return f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
+
+
+def fed_in_pieces(student, pair, x, pieces, what, **kwargs):
+    """`pair`'s module fed x in `pieces` through one KVCache gives the outputs of x fed whole."""
+    with torch.no_grad():
+        expected = pair.module(x, **kwargs)
+    cache = student.call("KVCache", keep=True)
+    label = pair.label.removesuffix(", on ")
+    for start, stop in pieces:
+        got = student.call(pair.handle, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} "
+                           "tokens", **{k: v[..., :stop] for k, v in kwargs.items()})
+        expect_same(got, plain(expected[:, start:stop]), f"{label}, fed x {describe(x)} in pieces through one "
+                    f"KVCache: outputs {span(start, stop)}, against feeding x whole ({what})", **FLOAT32)
+
+
+@check("GroupedQueryAttention", "with a KVCache: a sequence fed in pieces (3 tokens, then 1, then 2) gives the outputs "
+       "of the whole sequence (keys rotated before they are cached, positions continue after the cached tokens)",
+       weight=1.5)
+def gqa_cache(student, ref, rng):
+    pair = gqa_pair(student, ref, 16, 4, 2, rng)
+    fed_in_pieces(student, pair, tensor(rng, (2, 6, 16)), ((0, 3), (3, 4), (4, 6)),
+                  "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, "
+                  "then append them")
+
+
+# ---- kv_cache_bytes ---------------------------------------------------------------------------
+
+def cache_cases(rng):
+    return [call(32, 32, 128, 4096), call(80, 8, 128, 4096), call(2, 1, 4, 3),
+            call(32, 8, 128, 1000, batch=16), call(24, 4, 64, 2048, batch=3, bytes_per_number=4),
+            call(12, 12, 64, 512, bytes_per_number=1)]
+
+
+equals("kv_cache_bytes", "an int: keys and values, every layer, for Llama-2-7B and -70B at 4,096 tokens and other "
+       "sizes, batches and bytes per number", "kv_cache_bytes", cache_cases)
+
+
+# ---- RMSNorm and DecoderBlock -----------------------------------------------------------------
+
+@check("DecoderBlock", "RMSNorm(dim, eps): one parameter, weight; w * x / sqrt(mean(x^2) + eps), no mean subtracted, "
+       "float64 kept", weight=1.5)
+def rms_norm(student, ref, rng):
+    expect_parameters(student, ref, "RMSNorm", 6)
+    pair = module_pair(student, ref, "RMSNorm", 6, rng=rng)
+    same(student, ref, pair, tensor(rng, (2, 3, 6)) + 1.5, **FLOAT32)
+    pair = module_pair(student, ref, "RMSNorm", 5, 0.1, rng=rng, double=True)
+    same(student, ref, pair, tensor(rng, (4, 5), torch.float64, scale=0.2))
+
+
+BLOCK = (16, 4, 2, 24)  # embed_dim, num_heads, num_kv_heads, hidden_dim
+
+
+@check("DecoderBlock", "attn_norm, attention, mlp_norm, gate_proj, up_proj, down_proj, and no other parameter",
+       weight=0.5)
+def block_parameters(student, ref, rng):
+    expect_parameters(student, ref, "DecoderBlock", *BLOCK)
+    expect_parameters(student, ref, "DecoderBlock", 12, 3, 1, 20)
+
+
+@check("DecoderBlock", "the outputs: pre-norm residuals, SiLU on the gate branch; rope_base and eps passed on, a "
+       "padding mask, float64 (module.double())", weight=1.5)
+def block_outputs(student, ref, rng):
+    pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
+    same(student, ref, pair, tensor(rng, (2, 5, 16)), **FLOAT32)
+    same(student, ref, pair, tensor(rng, (3, 5, 16)), None, padding_mask(rng, (3, 1, 1, 5)), **FLOAT32)
+    pair = module_pair(student, ref, "DecoderBlock", 12, 3, 1, 20, 50.0, 0.5, rng=rng, scale=0.5)
+    same(student, ref, pair, tensor(rng, (2, 4, 12), scale=0.3), **FLOAT32)
+    pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5, double=True)
+    same(student, ref, pair, tensor(rng, (2, 4, 16), torch.float64))
+
+
+@check("DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence", weight=0.5)
+def block_cache(student, ref, rng):
+    pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
+    fed_in_pieces(student, pair, tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)), "pass the cache to the attention")
+
+
+# ---- block_from_llama -------------------------------------------------------------------------
+
+STANDIN = '''
+class _LlamaLayer:
+    """What block_from_llama is given in grading: a LlamaDecoderLayer's tensors and sizes, as plain data."""
+    def __init__(self, state, config):
+        import types
+        self._state = state
+        self.self_attn = types.SimpleNamespace(config=types.SimpleNamespace(**config))
+    def state_dict(self):
+        return dict(self._state)
+'''
+
+CONFIGS = ({"hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 24,
+            "rms_norm_eps": 1e-5, "rope_theta": 500000.0},
+           {"hidden_size": 12, "num_attention_heads": 3, "num_key_value_heads": 1, "intermediate_size": 20,
+            "rms_norm_eps": 0.25, "rope_theta": 50.0})
+
+
+@functools.cache
+def llama_layer(index):
+    """(a LlamaDecoderLayer of CONFIGS[index] with random weights, its rotary embedding, the sizes it is shown
+    with): built here, once per grading process, from the classes `transformers` ships (nothing downloaded)."""
+    from transformers.models.llama.modeling_llama import LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding
+    config = LlamaConfig(**CONFIGS[index], attn_implementation="eager")
+    with torch.random.fork_rng(devices=[]):  # in nbgrader's kernel, the student's code shares the global RNG
+        torch.manual_seed(index)
+        layer = LlamaDecoderLayer(config, layer_idx=0).eval()
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.normal_(0.0, 0.5)  # the norms' weights too: a swapped norm must show
+    sizes = {k: v for k, v in CONFIGS[index].items() if k != "rope_theta"}
+    sizes["rope_parameters"] = {"rope_theta": config.rope_parameters["rope_theta"], "rope_type": "default"}
+    return layer, LlamaRotaryEmbedding(config), sizes
+
+
+def llama_output(layer, rotary, x, allowed):
+    """The layer's own forward on x (B, N, D), allowed a bool (B, 1, N, N) mask (causal included)."""
+    n = x.shape[-2]
+    positions = torch.arange(n)[None]
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    with torch.no_grad():
+        return layer(x, attention_mask=additive, position_ids=positions, position_embeddings=rotary(x, positions))
+
+
+def student_block(student, index):
+    """The student's block_from_llama(stand-in of CONFIGS[index]'s layer): (a Handle, the layer, its rotary, label)."""
+    try:
+        layer, rotary, sizes = llama_layer(index)
+    except ImportError as error:
+        raise CheckFailure(f"the grader cannot import transformers' Llama ({error}): tell your instructor") from None
+    sources, names = notebook.known_good(ASSIGNMENT, "block_from_llama")
+    student.process.use_known_good(sources + [STANDIN], names + ["_LlamaLayer"])
+    standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
+    label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {CONFIGS[index]},"
+    return student.call("block_from_llama", standin, keep=True, _label=label), layer, rotary, label
+
+
+def causal(batch, n):
+    return torch.ones(n, n, dtype=torch.bool).tril().expand(batch, 1, n, n)
+
+
+@check("block_from_llama", "the LlamaDecoderLayer's outputs, to 1e-5, for two configurations (grouped and "
+       "multi-query, other eps and RoPE bases)", weight=1.5)
+def llama_outputs(student, ref, rng):
+    for index in range(len(CONFIGS)):
+        block, layer, rotary, label = student_block(student, index)
+        x = tensor(rng, (2, 6, CONFIGS[index]["hidden_size"]))
+        got = student.call(block, x, _label=label)
+        expect_same(got, plain(llama_output(layer, rotary, x, causal(2, 6))), f"{label} on x {describe(x)}, "
+                    "against the layer with its causal mask", rtol=1e-5, atol=1e-5)
+
+
+@check("block_from_llama", "with right padding: the layer's outputs at every position", weight=0.75)
+def llama_padding(student, ref, rng):
+    block, layer, rotary, label = student_block(student, 0)
+    x, pad = tensor(rng, (3, 6, 16)), padding_mask(rng, (3, 1, 1, 6))
+    got = student.call(block, x, None, pad, _label=label)
+    expect_same(got, plain(llama_output(layer, rotary, x, causal(3, 6) & pad)), f"{label} on x {describe(x)} and a "
+                "padding mask (3, 1, 1, 6), against the layer with the same mask and its causal one",
+                rtol=1e-5, atol=1e-5)
+
+
+@check("block_from_llama", "fed through a KVCache in pieces (4 tokens, then 1, then 2): the layer's outputs on the "
+       "whole sequence", weight=0.75)
+def llama_cache(student, ref, rng):
+    block, layer, rotary, label = student_block(student, 1)
+    x = tensor(rng, (2, 7, 12))
+    expected = llama_output(layer, rotary, x, causal(2, 7))
+    cache = student.call("KVCache", keep=True)
+    for start, stop in ((0, 4), (4, 5), (5, 7)):
+        got = student.call(block, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
+        expect_same(got, plain(expected[:, start:stop]), f"{label}, fed x {describe(x)} in pieces through one KVCache: "
+                    f"outputs {span(start, stop)}, against the layer on the whole sequence", rtol=1e-5, atol=1e-5)
+
+
+# ---- every exercise on another device -----------------------------------------------------------
+# sinusoidal_positions and alibi_bias take sizes only: their tensors are made on the CPU, and the
+# code that uses them moves them. kv_cache_bytes is a number. block_from_llama copies a layer that
+# lives on the CPU (its text says so).
+from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
+
+keeps_device("apply_rope", "apply_rope", lambda rng: [call(tensor(rng, (2, 3, 5, 8)), torch.arange(5)),
+                                                      call(tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))])
+
+
+def cache_pair(student, ref):
+    return Pair(student.call("KVCache", keep=True), ref.KVCache(), "a KVCache")
+
+
+@check("GroupedQueryAttention", DEVICE_CHECK + ", with a padding mask and a KVCache too", weight=0.5)
+def gqa_device(student, ref, rng):
+    pair = gqa_pair(student, ref, 16, 4, 2, rng)
+    x = tensor(rng, (2, 5, 16))
+    same_device(student, ref, pair, x, None, padding_mask(rng, (2, 1, 1, 5)))
+    cache = cache_pair(student, ref)
+    same_device(student, ref, pair, x[:, :3], None, None, cache)
+    same_device(student, ref, pair, x[:, 3:], None, None, cache)
+
+
+@check("DecoderBlock", DEVICE_CHECK + ", with a KVCache too", weight=0.5)
+def block_device(student, ref, rng):
+    pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
+    x = tensor(rng, (2, 4, 16))
+    same_device(student, ref, pair, x)
+    cache = cache_pair(student, ref)
+    same_device(student, ref, pair, x[:, :2], None, None, cache)
+    same_device(student, ref, pair, x[:, 2:], None, None, cache)

@@ -23,3 +23,78 @@ def test_engel_data_ships_inside_the_statsmodels_package():
     from statsmodels.datasets import engel
     data = engel.load_pandas().data
     assert data.shape == (235, 2) and list(data.columns) == ["income", "foodexp"]
+
+
+# ---- chapter 8: positions and the Llama block, against `transformers` and PyTorch ------------
+
+def test_rope_equals_transformers_apply_rotary_pos_emb_halves_convention():
+    import torch
+    from transformers.models.llama.modeling_llama import (LlamaConfig, LlamaRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
+    ref = reference.load("08-transformer")
+    for d_h, theta in ((8, 10000.0), (16, 500000.0)):
+        config = LlamaConfig(hidden_size=4 * d_h, num_attention_heads=4, rope_theta=theta)
+        q, k = torch.randn(2, 4, 9, d_h), torch.randn(2, 4, 9, d_h)
+        positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [3, 4, 5, 6, 7, 8, 9, 10, 11]])
+        cos, sin = LlamaRotaryEmbedding(config)(q, positions)
+        theirs = apply_rotary_pos_emb(q, k, cos, sin)
+        ours = (ref.apply_rope(q, positions[:, None], theta), ref.apply_rope(k, positions[:, None], theta))
+        for mine, other in zip(ours, theirs):
+            torch.testing.assert_close(mine, other, rtol=1e-5, atol=1e-5)
+
+
+def test_alibi_equals_bloom_build_alibi_tensor():
+    """BLOOM adds slope_h * j to row i; ours adds -slope_h * (i - j): the same up to a constant per
+    row, which softmax ignores. Heads 1 to 20: powers of two and not."""
+    import torch
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    ref = reference.load("08-transformer")
+    n = 7
+    for heads in range(1, 21):
+        bloom = build_alibi_tensor(torch.ones(1, n, dtype=torch.long), heads, torch.float32)[:, 0]  # (H, n)
+        ours = ref.alibi_bias(heads, n, n)
+        torch.testing.assert_close(-ours[:, 1, 0], bloom[:, 1], rtol=1e-6, atol=0)  # the slopes
+        torch.testing.assert_close(ours - ours[..., :1], (bloom - bloom[:, :1])[:, None, :].expand(heads, n, n),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_grouped_query_attention_equals_sdpa_with_enable_gqa():
+    import torch
+    import torch.nn.functional as F
+    ref = reference.load("08-transformer")
+    torch.manual_seed(0)
+    for heads, kv_heads in ((8, 2), (4, 1), (4, 4)):
+        layer, x = ref.GroupedQueryAttention(32, heads, kv_heads).eval(), torch.randn(2, 6, 32)
+        positions = torch.arange(6)
+        q = ref.apply_rope(ref.split_heads(layer.q_proj(x), heads), positions)
+        k = ref.apply_rope(ref.split_heads(layer.k_proj(x), kv_heads), positions)
+        v = ref.split_heads(layer.v_proj(x), kv_heads)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), layer.o_proj(ref.merge_heads(out)), rtol=1e-5, atol=1e-5)
+
+
+def test_block_from_llama_equals_llama_decoder_layer_with_padding_and_a_cache():
+    import torch
+    from transformers.models.llama.modeling_llama import LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding
+    ref = reference.load("08-transformer")
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=32, num_attention_heads=8, num_key_value_heads=2, intermediate_size=40,
+                         rms_norm_eps=1e-5, rope_theta=500000.0, attn_implementation="eager")
+    layer = LlamaDecoderLayer(config, layer_idx=0).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0.0, 0.5)
+    block, x = ref.block_from_llama(layer), torch.randn(3, 7, 32)
+    allowed = torch.ones(7, 7, dtype=torch.bool).tril() & (torch.arange(7) < torch.tensor([7, 4, 1])[:, None])[:, None, None, :]
+    positions = torch.arange(7)[None]
+    with torch.no_grad():
+        theirs = layer(x, attention_mask=torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min),
+                       position_ids=positions, position_embeddings=LlamaRotaryEmbedding(config)(x, positions))
+        torch.testing.assert_close(block(x, mask=allowed[:, :, -1:, :]), theirs, rtol=1e-5, atol=1e-5)
+        cache = ref.KVCache()
+        pieces = torch.cat([block(x[:, :4], cache=cache), block(x[:, 4:5], cache=cache), block(x[:, 5:], cache=cache)], 1)
+        causal = torch.ones(7, 7, dtype=torch.bool).tril().expand(3, 1, 7, 7)
+        theirs = layer(x, attention_mask=torch.zeros(causal.shape).masked_fill(~causal, torch.finfo(torch.float32).min),
+                       position_ids=positions, position_embeddings=LlamaRotaryEmbedding(config)(x, positions))
+        torch.testing.assert_close(pieces, theirs, rtol=1e-5, atol=1e-5)

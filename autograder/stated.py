@@ -91,12 +91,15 @@ class Student:
             raise StudentError(f"{what} raised {student_exception(error)}") from None
 
     def called(self, target, method, args, kwargs, label=None):
-        if isinstance(target, str) and label:  # the label already shows the call
-            return label
-        name = self.names.get(target.ident, "your object") if isinstance(target, Handle) else target
-        if isinstance(target, Handle) and label:
-            name = label
-        return called(name, method, args, kwargs, self.names)
+        """A call, shown once: a function's by its name (or its label, which shows the call), an
+        object's by what it is (the label, else the call that made it)."""
+        if isinstance(target, str):
+            return label or called(target, method, args, kwargs, self.names)
+        name = label or self.names.get(target.ident, "your object")
+        shown = called(name, method, args, kwargs, self.names)
+        if method in (None, "__call__") and not name.endswith(")"):  # "… loaded into it, on (x)"
+            shown = f"{name}, on {shown[len(name):]}"
+        return shown
 
 
 def student_exception(error):

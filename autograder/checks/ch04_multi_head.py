@@ -172,11 +172,12 @@ def torch_mha(student, rng, dim, heads, bias, double=False):
     module = torch.nn.MultiheadAttention(dim, heads, bias=bias, batch_first=True)
     state = {name: tensor(rng, tuple(p.shape), scale=0.5) for name, p in module.state_dict().items()}
     module.load_state_dict(state)
-    nn = student.call("torch", "nn", method="__getattribute__", keep=True)
-    handle = student.call(student.call(nn, "MultiheadAttention", method="__getattribute__", keep=True),
-                          dim, heads, bias=bias, batch_first=True, keep=True)
-    student.call(handle, plain(state), method="load_state_dict")
     label = f"nn.MultiheadAttention({dim}, {heads}, bias={bias}, batch_first=True)"
+    nn = student.call("torch", "nn", method="__getattribute__", keep=True, _label="torch.nn")
+    handle = student.call(student.call(nn, "MultiheadAttention", method="__getattribute__", keep=True,
+                                       _label="nn.MultiheadAttention"),
+                          dim, heads, bias=bias, batch_first=True, keep=True, _label=label)
+    student.call(handle, plain(state), method="load_state_dict")
     if double:
         handle, module, label = student.call(handle, method="double", keep=True), module.double(), label + ".double()"
     return handle, module.eval(), label

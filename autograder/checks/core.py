@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sandbox.calls import StudentError, layout, to_device
+from ..sandbox.calls import StudentError, layout, one_device, to_device
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
 from ..wire import Handle, roundtrip, to_plain
 
@@ -173,18 +173,18 @@ def same_device(student, ref, target, *args, device="meta", what=None, **kwargs)
     """The student's `target(*args, **kwargs)` (a function's name or a Pair; a Pair among the
     arguments is the student's object on its side, the reference's on the grader's) run with every
     tensor and module moved to `device`. `meta` tensors have shapes and no data: no GPU is needed,
-    and, as on a GPU, a tensor made on the CPU cannot meet them. The result's tensors must all be on
+    and, as on a GPU, a tensor made on the CPU cannot meet them (`one_device` enforces it where meta
+    itself would not). The result's tensors must all be on
     `device`, as the reference's are; returns the student's `layout`. A call that fails only
     because meta has no data (`.item()`, a boolean mask's indexing: fine on a GPU) is not charged."""
     import torch
     mine, theirs = _side(args, student=True), to_device(_side(args, student=False), device)
-    with torch.no_grad():
-        if isinstance(target, Pair):
-            expected = layout(to_device(target.module, device)(*theirs, **to_device(kwargs, device)))
-            label, handle = target.label.removesuffix(", on "), target.handle
-        else:
-            expected = layout(getattr(ref, target)(*theirs, **to_device(kwargs, device)))
-            label, handle = None, target
+    if isinstance(target, Pair):
+        function, label, handle = to_device(target.module, device), target.label.removesuffix(", on "), target.handle
+    else:
+        function, label, handle = getattr(ref, target), None, target
+    with torch.no_grad(), one_device():
+        expected = layout(function(*theirs, **to_device(kwargs, device)))
     if any(found != device for _, found in tensor_devices(expected)):  # the course's own mistake
         raise RuntimeError(f"the reference {target} does not keep the {device} device: {expected}")
     what = what or called(label or target, None, args, kwargs)
@@ -326,6 +326,9 @@ def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, na
     if got_array.shape != expected_array.shape:
         raise CheckFailure(f"{what}: expected shape {expected_array.shape}, got shape {got_array.shape}")
     if check_dtype and got_array.dtype != expected_array.dtype:
+        if expected_array.ndim == 0 and expected_array.dtype.kind == "f" and got_array.dtype.kind in "iu":
+            raise CheckFailure(f"{what}: expected a {expected_array.dtype} value, got the integer {int(got_array)} "
+                               "(a position in a list where the value at that position is expected?)")
         raise CheckFailure(f"{what}: expected dtype {expected_array.dtype}, got {got_array.dtype}")
     if got_array.dtype.kind not in "biufc":
         raise CheckFailure(f"{what}: expected numbers, got dtype {got_array.dtype}")
@@ -349,9 +352,16 @@ def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, na
         both = ~got_nan
         with np.errstate(invalid="ignore"):
             worst = np.nanmax(np.abs(got_f[both] - exp_f[both])) if both.any() else float("nan")
+        shown, wanted = _short(got_f[index]), _short(exp_f[index])
+        exact = ""
+        if shown == wanted:  # six digits hide the difference: show all of them, and what is allowed
+            digits = 9 if expected_array.dtype.itemsize <= 4 else 17
+            shown, wanted = _short(got_f[index], digits), _short(exp_f[index], digits)
+            exact = (f"; compared as {expected_array.dtype}, to within {atol:g} + {rtol:g} × |expected| "
+                     f"= {atol + rtol * abs(exp_f[index]):.3g} here")
         raise CheckFailure(
-            f"{what}: value at index {_fmt_index(index)} is {_short(got_f[index])}, expected {_short(exp_f[index])}"
-            f" ({len(bad)} of {close.size} entries differ; largest difference {_short(worst)})")
+            f"{what}: value at index {_fmt_index(index)} is {shown}, expected {wanted}"
+            f" ({len(bad)} of {close.size} entries differ; largest difference {_short(worst)}{exact})")
 
 
 def expect_true(condition, message):
@@ -359,6 +369,6 @@ def expect_true(condition, message):
         raise CheckFailure(message)
 
 
-def _short(x):
+def _short(x, digits=6):
     x = complex(x) if isinstance(x, complex) else float(np.real(x))
-    return f"{x:.6g}"
+    return f"{x:.{digits}g}"

@@ -226,6 +226,8 @@ def graph_mask(adjacency):
             loss_line="loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, :-1].reshape(-1))"),
         "gradients_never_zeroed": _train(update="loss.backward()\n        optimizer.step()"),
         "global_random_generator": _train(draw="torch.randint(0, len(data) - n, (batch_size,))"),
+        "generator_reseeded_every_step": _train(
+            draw="torch.randint(0, len(data) - n, (batch_size,), generator=torch.Generator().manual_seed(seed))"),
         "new_optimiser_every_step": _train(
             optimizer="", update="optimizer = torch.optim.AdamW(model.parameters(), lr=lr)\n        "
                                  "optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()"),
@@ -384,5 +386,11 @@ WRONG["CausalSelfAttention"]["cpu_causal_mask"] = _LAYER_INIT + '''
         out, _ = attention(q, k, v, causal_mask(q.shape[-2], k.shape[-2]))
         return self.out_proj(merge_heads(out))
 '''
-# Not here: a TinyLM whose positions are made on the CPU. The meta device lets an embedding take
-# indices on the CPU (a GPU does not), so the device check cannot see that one.
+WRONG["TinyLM"]["cpu_positions"] = _LM_INIT + '''
+        start = caches[0].length if caches else 0
+        positions = torch.arange(start, start + tokens.shape[-1])
+        x = self.token_embedding(tokens) + self.position_embedding(positions)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return self.head(self.norm(x))
+'''

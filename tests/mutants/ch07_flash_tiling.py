@@ -149,6 +149,13 @@ def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
     },
 }
 
+WRONG["tiled_attention"]["float16_lost"] = _tiled().replace("def tiled_attention(", "def _tiled_wide(") + '''
+
+def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
+    wide = lambda t: t.float() if t.dtype == torch.float16 else t   # float16 computed in float32, and so returned
+    return _tiled_wide(wide(q), wide(k), wide(v), block_q, block_k, causal)
+'''
+
 ALTERNATIVE = {
     "online_softmax": '''
 def online_softmax(x, block_size):

@@ -11,6 +11,7 @@ import re
 
 import nbformat
 
+import book_build
 from book_build import BUILD, HTML, LOCK, ROOT, STAMP, chapter_pages, student_notebooks, toc_files
 
 MARKERS = ["### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
@@ -145,3 +146,14 @@ def test_no_solution_code_in_build(build):
             if any(form in text for form in forms for text in texts):
                 leaks.append(f"{path.relative_to(BUILD)}: {line!r} (from {secrets[line]})")
     assert not leaks, "solution or hidden-test code in the build:\n" + "\n".join(leaks)
+
+
+def test_the_build_ran_on_busy_cores(build):
+    """The one build of the suite shared the machine with busy_cores (book_build.py): two
+    busy-looping processes that ran from its start to its end, so the pages' cells met their
+    timeout (make book's) on a busy machine."""
+    busy = build["busy"]
+    assert busy["running"] == book_build.BUSY_CORES, \
+        f"{book_build.BUSY_CORES - busy['running']} of the busy processes beside the build stopped before it ended"
+    assert busy["cpu_s"] >= 0.05 * busy["wall_s"], \
+        f"the busy processes got {busy['cpu_s']:.1f} s of CPU in the {busy['wall_s']:.0f} s of the build"

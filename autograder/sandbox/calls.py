@@ -1,4 +1,5 @@
 """Calling the student's code by name, in the process where it lives (worker or kernel)."""
+import contextlib
 import copy
 import sys
 import traceback
@@ -65,7 +66,8 @@ class StudentNamespace:
         args = [self._unwrap(a, device) for a in args]
         kwargs = {k: self._unwrap(v, device) for k, v in (kwargs or {}).items()}
         try:
-            result = function(*args, **kwargs)
+            with one_device() if device is not None else contextlib.nullcontext():
+                result = function(*args, **kwargs)
         except Exception as error:
             raise CallError(describe_exception(error)) from None
         if keep:
@@ -121,6 +123,29 @@ def to_device(value, device):
     if type(value) is dict:
         return {k: to_device(v, device) for k, v in value.items()}
     return value
+
+
+def one_device():
+    """A context in which a torch call that mixes tensors of two devices raises, as it would on a
+    GPU: the meta device lets some through (the CPU indices of an embedding or an index_select).
+    As on a GPU, a number (a 0-dim CPU tensor) goes with any device, and indexing, copies and
+    moves are not calls that mix."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+    free = {torch.Tensor.__getitem__, torch.Tensor.__setitem__, torch.Tensor.to, torch.Tensor.copy_}
+
+    class OneDevice(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            result = func(*args, **(kwargs or {}))
+            if func not in free and any(isinstance(r, torch.Tensor) for r in tree_leaves(result)):
+                devices = {t.device.type for t in tree_leaves((args, kwargs))
+                           if isinstance(t, torch.Tensor) and (t.dim() or t.device.type != "cpu")}
+                if len(devices) > 1:
+                    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                                       f"{' and '.join(sorted(devices))} (in {getattr(func, '__name__', 'a torch call')})")
+            return result
+    return OneDevice()
 
 
 def layout(value, _depth=0):

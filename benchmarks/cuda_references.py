@@ -8,8 +8,8 @@ once or twice on a small input whose tensors, and modules, are on the device; a 
 returned and every tensor it returned is on that device (the course's rule: outputs keep the
 input's device). The table lists every call; the exit status is 1 if one failed. Without CUDA it
 says so and exits 0. On `meta` the calls that need data (`.item()` in a training loop, a seeded
-generator, the Triton kernel) are listed as skipped; the graders' device checks run the rest on
-`meta` for every student.
+generator, the Triton kernel) are listed as skipped, and a call that mixes devices raises as it
+would on a GPU (`one_device`); the graders' device checks run the rest on `meta` for every student.
 """
 import argparse
 import contextlib
@@ -127,6 +127,20 @@ def calls(assignment, ref, device):
                 ("flash_attention_triton", "float16, causal=True",
                  lambda: ref["flash_attention_triton"](t(2, 40, 16).half(), t(2, 40, 16).half(), t(2, 40, 16).half(), causal=True),
                  "a Triton GPU")]
+    if assignment == "08-transformer":
+        def gqa():
+            attention, x = module(ref["GroupedQueryAttention"], 8, 4, 2), t(2, 5, 8)
+            cache = ref["KVCache"]()
+            return attention(x), attention(x[:, :3], cache=cache), attention(x[:, 3:], cache=cache)
+
+        def from_llama():
+            from transformers.models.llama.modeling_llama import LlamaConfig, LlamaDecoderLayer
+            config = LlamaConfig(hidden_size=8, num_attention_heads=4, num_key_value_heads=2, intermediate_size=12)
+            return ref["block_from_llama"](LlamaDecoderLayer(config, layer_idx=0).to(device))(t(2, 5, 8))
+        return [("apply_rope", "(x, positions)", lambda: ref["apply_rope"](t(2, 3, 5, 4), torch.arange(5).to(device)), None),
+                ("GroupedQueryAttention", "(x), and in two pieces through a KVCache", gqa, None),
+                ("DecoderBlock", "(x)", lambda: module(ref["DecoderBlock"], 8, 4, 2, 12)(t(2, 5, 8)), None),
+                ("block_from_llama", "(a LlamaDecoderLayer on the device), then called", from_llama, None)]
     return []
 
 
@@ -134,7 +148,7 @@ def run(device):
     """[(assignment, exercise, what, result)] for every call; result 'ran', 'skipped: ...' or 'FAILED: ...'."""
     from autograder import assignments
     from autograder.checks.core import tensor_devices
-    from autograder.sandbox.calls import layout
+    from autograder.sandbox.calls import layout, one_device
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for assignment in assignments():
@@ -153,7 +167,9 @@ def run(device):
                     rows.append((assignment, exercise, what, f"skipped: needs {needs}, which meta has not"))
                     continue
                 try:
-                    wrong = [(where, found) for where, found in tensor_devices(layout(thunk())) if found != device]
+                    with one_device() if device == "meta" else contextlib.nullcontext():  # meta alone lets some through
+                        returned = thunk()
+                    wrong = [(where, found) for where, found in tensor_devices(layout(returned)) if found != device]
                     result = "ran" if not wrong else "FAILED: returned " + ", ".join(f"{w} on {d}" for w, d in wrong)
                 except Exception as error:  # noqa: BLE001
                     result = f"FAILED: {type(error).__name__}: {' '.join(str(error).split())[:200]}"

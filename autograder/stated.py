@@ -77,10 +77,26 @@ class Student:
         try:
             value = self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
         except StudentError as error:
-            raise StudentError(f"{what} raised {student_exception(error)}") from None
+            keys = self._keys(target, method, args)
+            shown = f"{student_exception(error).split(':')[0]}: {keys}" if keys else student_exception(error)
+            raise StudentError(f"{what} raised {shown}") from None
         if isinstance(value, Handle):
             self.names[value.ident] = _label or what
         return value
+
+    def _keys(self, target, method, args):
+        """After a failed load_state_dict, the names that differ, in full (the student's process
+        bounds the message it sends, and a state of many tensors does not fit)."""
+        if method != "load_state_dict" or not args or not isinstance(args[0], dict):
+            return ""
+        try:
+            have = set(self.process.call(target, method="state_dict"))
+        except (StudentError, TypeError):
+            return ""
+        want = set(args[0])
+        missing, unexpected = sorted(have - want), sorted(want - have)
+        return "; ".join(([f"the grader's state has {', '.join(unexpected)}, which your module lacks"] if unexpected else [])
+                         + ([f"your module has {', '.join(missing)}, which the grader's state lacks"] if missing else []))
 
     def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
         """(value, the largest rise of the memory the student's processes hold during the call)."""

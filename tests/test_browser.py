@@ -10,7 +10,11 @@ from that one visit, then each test below reports its check for every page at on
 - the browser console shows no error, and nothing is loaded from outside the served build;
 - the previous/next links of the chapter pages lead to pages of the book;
 - each student notebook page's download button gives that notebook, byte for byte;
-- the search page finds chapter 1 for "softmax".
+- the search page finds chapter 1 for "softmax";
+- on a phone (390 px wide, light and dark mode, `PHONE`): no page is wider than the screen, every
+  display equation fits or scrolls in its own box with a cue (the fade of _static/course.css),
+  every figure keeps a readable width (scrolling sideways) and no reading page offers a notebook
+  named like an exercise notebook, which `check` would mistake for it.
 
 Needs Debian's `chromium` and `chromium-driver` (`make` installs them when run as root).
 Without them the tests fail, saying what to install; only outside CI (CI unset) they skip.
@@ -40,6 +44,10 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                   "--window-size=1280,1024"]
 TIMEOUT_S = 30                       # for a page to load, MathJax to typeset, images, search
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True}
+# A figure is drawn at 110 dpi with 10-11 pt text: shown at least this wide (or at its own width
+# if narrower), its text stays about 10 px or more; squeezed to a phone's column it would be 5 px.
+FIGURE_MIN_PX = 600
 
 # Raw TeX a reader must never see: display/inline delimiters, environments, or a $...$ span
 # holding a TeX command (dollarmath left unparsed).
@@ -107,6 +115,58 @@ return {
   downloads: Array.from(header.querySelectorAll("a"))
                   .filter((a) => a.textContent.trim() === ".ipynb").map((a) => a.href),
 };
+"""
+
+ON_A_PHONE = """
+const assignments = arguments[0], minFigure = arguments[1];
+const root = document.documentElement, width = root.clientWidth;
+const name = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+  (typeof e.className === "string" && e.className.trim() ? "." + e.className.trim().split(/\\s+/).join(".") : "");
+const what = (e) => name(e) + " " + JSON.stringify((e.textContent || "").trim().slice(0, 60));
+const clipped = (e) => {   // inside a box that scrolls or hides what sticks out of it
+  for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+    if (getComputedStyle(a).overflowX !== "visible") return true;
+  }
+  return false;
+};
+const found = {viewport: window.innerWidth, width: [], maths: [], figures: [], downloads: []};
+if (root.scrollWidth > width) {
+  const out = Array.from(document.body.querySelectorAll("*")).filter((e) =>
+    e.getBoundingClientRect().right > width + 1 && !clipped(e) &&
+    !(e.parentElement.getBoundingClientRect().right > width + 1));
+  found.width.push(`the page is ${root.scrollWidth} px wide on a ${width} px screen; sticking out: ` +
+                   out.slice(0, 4).map(what).join(", "));
+}
+for (const m of document.querySelectorAll('mjx-container[display="true"]')) {
+  const box = m.getBoundingClientRect(), style = getComputedStyle(m);
+  const inside = box.left >= -1 && box.right <= width + 1;
+  if (m.scrollWidth <= m.clientWidth + 1 && inside) continue;          // it fits
+  if (!inside) {
+    found.maths.push(`a display equation ${Math.round(box.width)} px wide sticks out of the screen: ${what(m)}`);
+  } else if (!["auto", "scroll"].includes(style.overflowX)) {
+    found.maths.push(`a display equation is cut (overflow-x: ${style.overflowX}): ${what(m)}`);
+  } else if (!style.backgroundImage.includes("gradient")) {
+    found.maths.push(`a display equation scrolls without a cue (a phone hides scrollbars): ${what(m)}`);
+  }
+}
+for (const img of document.querySelectorAll(".cell_output img")) {
+  const shown = img.getBoundingClientRect().width, natural = img.naturalWidth;
+  if (natural && shown + 1 < Math.min(natural, minFigure)) {
+    found.figures.push(`a figure ${natural} px wide is shown ${Math.round(shown)} px wide: ${img.getAttribute("src").slice(0, 80)}`);
+  }
+}
+for (const menu of document.querySelectorAll(".dropdown-download-buttons .dropdown-menu")) {
+  menu.classList.add("show");                  // open, as a tap on the download button does
+  for (const a of menu.querySelectorAll("a[href]")) {
+    const file = decodeURIComponent(new URL(a.href).pathname);
+    const named = assignments.find((n) => file.endsWith("/" + n + ".ipynb"));
+    if (named && a.checkVisibility() && !file.endsWith(`/_sources/notebooks/${named}/${named}.ipynb`)) {
+      found.downloads.push(`the download menu offers ${file}, named like the exercise notebook ${named}.ipynb`);
+    }
+  }
+  menu.classList.remove("show");
+}
+return found;
 """
 
 WAIT_FOR_SEARCH = """
@@ -314,6 +374,62 @@ def test_download_button_gives_the_notebook(visits):
     assert not found, "\n".join(found)
 
 
+def inspect_on_phone(driver, url, scheme):
+    """Open a page as a phone in a light or dark scheme; {check: [problems]} for the phone's checks."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                           {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    try:
+        driver.get(url)
+        WebDriverWait(driver, TIMEOUT_S, poll_frequency=0.05).until(lambda d: d.execute_script(
+            "return document.readyState === 'complete' && document.URL === arguments[0]", url))
+        driver.execute_async_script(WAIT_FOR_MATHJAX, TIMEOUT_S * 1000)    # equations take their width
+        driver.execute_async_script(WAIT_FOR_IMAGES, TIMEOUT_S * 1000)     # figures take theirs
+        found = driver.execute_script(ON_A_PHONE, sorted(p.name for p in (ROOT / "notebooks").iterdir()
+                                                          if p.is_dir()), FIGURE_MIN_PX)
+        theme = driver.execute_script("return document.documentElement.dataset.theme")
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    if found["viewport"] != PHONE["width"]:
+        found["width"].append(f"laid out {found['viewport']} px wide on a {PHONE['width']} px screen: the phone "
+                              "zooms out (a page without a viewport tag, or wider than the screen)")
+    if theme != scheme:
+        found["width"].append(f"shown in the {theme} theme, not the {scheme} one the phone asks for")
+    return found
+
+
+@pytest.fixture(scope="module", params=["light", "dark"])
+def phone_visits(request, browser, server, visits):
+    """{page name: the phone's report} for every page of _toc.yml, once in each colour scheme."""
+    return {name: inspect_on_phone(browser, server.base + f"{name}.html", request.param)
+            for name in toc_files()}
+
+
+def test_no_page_is_wider_than_a_phone(phone_visits):
+    found = problems(phone_visits, "width")
+    assert not found, f"pages that scroll sideways on a {PHONE['width']} px phone:\n" + "\n".join(found)
+
+
+def test_wide_equations_scroll_visibly_on_a_phone(phone_visits):
+    found = problems(phone_visits, "maths")
+    assert not found, "display equations cut on a phone:\n" + "\n".join(found)
+
+
+def test_figures_stay_readable_on_a_phone(phone_visits):
+    found = problems(phone_visits, "figures")
+    assert not found, (f"figures squeezed on a phone (below {FIGURE_MIN_PX} px their text is "
+                       "too small to read):\n" + "\n".join(found))
+
+
+def test_no_reading_page_offers_a_notebook_named_like_an_exercise(phone_visits, visits):
+    found = problems(phone_visits, "downloads")
+    assert not found, ("`check` mistakes such a notebook for the exercises: the reading pages' "
+                       ".ipynb item is hidden by _static/course.css\n" + "\n".join(found))
+    for name in student_notebooks():          # while the exercise pages still offer theirs
+        assert visits[name]["downloads"], f"{name}.html offers no .ipynb"
+
+
 @pytest.fixture(scope="module")
 def search(browser, server, visits):
     browser.get_log("browser")
@@ -350,7 +466,13 @@ def broken_copies(directory):
                                    page, count=1)
     assert count == 1
     console_error = page.replace("</head>", '<script>console.error("a planted error")</script></head>', 1)
-    copies = {"no-mathjax": no_mathjax, "missing-image": missing_image, "console-error": console_error}
+    # What a phone would see without the course's styles: chapter 3 (long inline code, wide
+    # equations, two-panel figures, a reading page's download menu).
+    qkv = (HTML / "book" / "03-qkv.html").read_text(encoding="utf-8")
+    no_course_css = re.sub(r'<link[^>]+href="[^"]*_static/course\.css[^"]*"[^>]*>', "", qkv)
+    assert no_course_css != qkv
+    copies = {"no-mathjax": no_mathjax, "missing-image": missing_image, "console-error": console_error,
+              "no-course-css": no_course_css}
     for name, text in copies.items():
         (directory / "book" / f"{name}.html").write_text(text, encoding="utf-8")
     return list(copies)
@@ -371,3 +493,19 @@ def test_the_checks_catch_a_broken_page(browser, server, visits, tmp_path):
     assert any("a planted error" in p for p in reports["console-error"]["console"]), reports["console-error"]
     for name, report in reports.items():       # each breaks only what it was meant to break
         assert not report["offline"], (name, report["offline"])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_phone_checks_catch_a_page_without_the_course_styles(browser, server, visits, tmp_path, scheme):
+    broken_copies(tmp_path)
+    served = Served(tmp_path)
+    try:
+        broken = inspect_on_phone(browser, served.base + "book/no-course-css.html", scheme)
+        intact = inspect_on_phone(browser, served.base + "book/03-qkv.html", scheme)
+    finally:
+        served.close()
+    assert not any(intact[check] for check in ("width", "maths", "figures", "downloads")), intact
+    assert any("px wide on a 390 px screen" in p for p in broken["width"]), broken
+    assert any("without a cue" in p for p in broken["maths"]), broken
+    assert any("a figure" in p for p in broken["figures"]), broken
+    assert any("03-qkv.ipynb, named like" in p for p in broken["downloads"]), broken

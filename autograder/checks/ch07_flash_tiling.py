@@ -6,12 +6,11 @@ the largest rise during the call over its lowest point: freeing memory first and
 again still counts. The Triton
 kernel runs in Triton's interpreter (TRITON_INTERPRET=1) at small sizes.
 """
-import math
 
 import numpy as np
 import torch
 
-from .core import call, check, describe, equals, expect_same, expect_true, stated_checks, tensor
+from .core import call, check, describe, equals, expect_same, expect_true, plain, stated_checks, tensor
 from .. import notebook
 from ..sandbox.calls import StudentError
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, reference_solutions, student_notebook, write
 
-from autograder import selfcheck
+from autograder import assignments, selfcheck
 from autograder.checks import exercise_checks
 from autograder.notebook import exercises, nbgrader_meta
 from autograder.sandbox.session import Limits
@@ -256,3 +256,105 @@ def test_an_exercise_the_course_does_not_know_says_which_files_to_add(tmp_path):
     (course / "autograder" / "checks" / "ch08_mine.py").write_text(mine_checks)
     assert autograder(*grade) == (f"python -m autograder: error: exercise entropy of {mine} has no checks, so it cannot "
                                   f"be graded: register them in autograder/checks/ch08_mine.py; {guide}")
+
+
+# -- check agrees with grade, over the course's own wrong implementations ------------------
+
+MUTATED = [a for a in assignments() if (REPO / "tests" / "mutants" / f"ch{a.replace('-', '_')}.py").is_file()]
+
+
+def agreement_notebooks(rounds):
+    """{(assignment, name): {exercise: wrong source, or None for the untouched stub}}: per chapter
+    and round r, two notebooks holding the r-th wrong implementation of every other exercise (as
+    test_grading's mixed notebooks), and the single bugs of issue 24 §3 (chapter 7's with the
+    Triton exercise left a stub: its interpreter is the slow part of grading, and it has no bug to
+    check). AGREEMENT_ROUNDS=all covers every wrong implementation (24 more notebooks a round)."""
+    from mutants import catalogue
+    books = {}
+    for a in MUTATED:
+        wrong = list(catalogue(a).WRONG.items())
+        for r in rounds:
+            for parity in (0, 1):
+                bugs = {e: list(v.values())[r % len(v)] for e, v in wrong[parity::2]}
+                books[a, f"round-{r}-{parity}"] = bugs
+    single = {"04-multi-head": [("MultiHeadAttention", "no_out_proj")],
+              "07-flash-tiling": [("tiled_attention", "masks_instead_of_skipping"), ("tiled_attention", "whole_matrix"),
+                                  ("tiled_attention", "float16_lost")]}
+    for a, pairs in single.items():
+        for exercise, name in pairs:
+            books[a, name] = {exercise: catalogue(a).WRONG[exercise][name]}
+            if a == "07-flash-tiling":
+                books[a, name]["flash_attention_triton"] = None
+    books["01-weights", "line-raising-after-the-def"] = {  # costs nothing in either: not a bug
+        "entropy": reference_solutions("01-weights")["entropy"] + "\nentropy(undefined_name)\n"}
+    return books
+
+
+def agreement_rounds():
+    import os
+    from mutants import catalogue
+    if os.environ.get("AGREEMENT_ROUNDS") == "all":
+        return range(max(len(v) for a in MUTATED for v in catalogue(a).WRONG.values()))
+    return (0,)
+
+
+@pytest.fixture(scope="module")
+def agreement(tmp_path_factory):
+    """{(assignment, name): (bugs, {exercise: check's verdict}, {exercise: grade's points})}."""
+    import csv
+    root = tmp_path_factory.mktemp("agreement")
+    books = agreement_notebooks(agreement_rounds())
+    for (a, name), bugs in books.items():
+        stubs = [e for e, source in bugs.items() if source is None]
+        write(filled_notebook(a, {e: source for e, source in bugs.items() if source is not None}, untouched=stubs),
+              root / "submitted" / name / a / f"{a}.ipynb")
+    run(BIN / "python", "-m", "autograder", "grade", root / "submitted", "--out", root / "out", "-j", "2", "--quiet")
+    points = {}
+    with open(root / "out" / "grades.csv") as f:
+        for row in csv.DictReader(f):
+            points.setdefault((row["assignment"], row["student"]), {})[row["exercise"]] = float(row["score"])
+    found = {}
+    for (a, name), bugs in books.items():
+        blocks = selfcheck.check(root / "submitted" / name / a / f"{a}.ipynb", a)
+        verdicts = {b.title.split(" (")[0]: "FAIL" if b.problems else "wait" if b.waiting else "ready"
+                    for b in blocks[1:]}
+        found[a, name] = (bugs, verdicts, points[a, name], blocks)
+    print({key: (sorted(bugs), verdicts, points) for key, (bugs, verdicts, points, _) in found.items()})  # -s shows it
+    return found
+
+
+def test_check_blames_only_what_grade_charges(agreement):
+    """An exercise without a bug: `check` never blames it (a failure that may come from an earlier
+    exercise waits) and `grade` gives it full marks. An exercise `check` blames: `grade` charges
+    it. (A bug `check` calls ready is one only a hidden input catches: it costs points at grading,
+    and `check` says the hidden checks run only there.)"""
+    wrong = []
+    for (a, name), (bugs, verdicts, points, blocks) in agreement.items():
+        full = {e.name: e.points for e in exercises(a)}
+        buggy = set(bugs) if name != "line-raising-after-the-def" else set()
+        for e, verdict in verdicts.items():
+            text = "\n".join(f"  {s} {t}" for b in blocks for s, t in b.lines if b.title.startswith(e + " "))
+            if e not in buggy and (verdict == "FAIL" or points[e] < full[e]):
+                wrong.append(f"{a} {name}: {e} has no bug; check says {verdict}, grade gives {points[e]}/{full[e]}\n{text}")
+            if e in buggy and verdict == "FAIL" and points[e] == full[e]:
+                wrong.append(f"{a} {name}: check blames {e}, grade charges nothing\n{text}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_issues_cases_fail_in_check_where_grade_charges_them(agreement):
+    """§3 of issue 24: each was 'ready' in check and charged in grade."""
+    for a, name, exercise in (("04-multi-head", "no_out_proj", "MultiHeadAttention"),
+                              ("07-flash-tiling", "masks_instead_of_skipping", "tiled_attention"),
+                              ("07-flash-tiling", "whole_matrix", "tiled_attention"),
+                              ("07-flash-tiling", "float16_lost", "tiled_attention")):
+        bugs, verdicts, points, _ = agreement[a, name]
+        assert verdicts[exercise] == "FAIL" and points[exercise] < {e.name: e.points for e in exercises(a)}[exercise]
+        assert all(v != "FAIL" for e, v in verdicts.items() if e not in bugs), (name, verdicts)  # bugs: the Triton stub too
+    _, verdicts, points, _ = agreement["01-weights", "line-raising-after-the-def"]
+    assert set(verdicts.values()) == {"ready"} and points == {e.name: e.points for e in exercises("01-weights")}
+    blocks = agreement["04-multi-head", "no_out_proj"][3]
+    said = {b.title.split(" (")[0]: b.lines for b in blocks}
+    assert any(status == "FAIL" and "the merged heads (out_proj set to the identity) match, the final outputs differ"
+               in text for status, text in said["MultiHeadAttention"])
+    assert any(status == "wait" and "this may come from MultiHeadAttention (see above)" in text
+               for status, text in said["mha_from_torch"])

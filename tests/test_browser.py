@@ -501,9 +501,9 @@ def test_the_phone_checks_catch_a_page_without_the_course_styles(browser, server
     served = Served(tmp_path)
     try:
         broken = inspect_on_phone(browser, served.base + "book/no-course-css.html", scheme)
-        intact = inspect_on_phone(browser, served.base + "book/03-qkv.html", scheme)
     finally:
         served.close()
+    intact = inspect_on_phone(browser, server.base + "book/03-qkv.html", scheme)
     assert not any(intact[check] for check in ("width", "maths", "figures", "downloads")), intact
     assert any("px wide on a 390 px screen" in p for p in broken["width"]), broken
     assert any("without a cue" in p for p in broken["maths"]), broken

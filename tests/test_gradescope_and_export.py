@@ -158,7 +158,7 @@ def test_the_try_reports_every_difference():
     assert "DIFFERS" in text and "DIFFERENT" in text
 
 
-# One chapter per set of requirements: the others install what 01 does (the next test says so).
+# One chapter per set of requirements: the others install what one of these does (the next test says so).
 TRIED = ("01-weights", "04-multi-head", "06-nadaraya-watson", "07-flash-tiling", "08-transformer")
 
 

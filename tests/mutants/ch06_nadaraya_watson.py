@@ -166,12 +166,12 @@ def epanechnikov_kernel(u):
 ''',
     "nadaraya_watson": '''
 def nadaraya_watson(x_query, x_train, y_train, kernel=gaussian_kernel, bandwidth=1.0):
+    # all M x N weights at once, as the text asks, by an outer difference instead of broadcasting
     y_train = np.asarray(y_train, dtype=float)
-    out = []
-    for q in np.asarray(x_query, dtype=float):
-        w = kernel((q - np.asarray(x_train, dtype=float)) / bandwidth)
-        out.append(np.full(y_train.shape[1:], np.nan) if w.sum() == 0 else np.einsum("n,n...->...", w, y_train) / w.sum())
-    return np.array(out, dtype=float).reshape((len(out),) + y_train.shape[1:])
+    w = kernel(np.subtract.outer(np.asarray(x_query, dtype=float), np.asarray(x_train, dtype=float)) / bandwidth)
+    total = w.sum(axis=1).reshape((-1,) + (1,) * (y_train.ndim - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):   # no weight at all: 0/0 is the NaN asked for
+        return np.tensordot(w, y_train, axes=(1, 0)) / total
 ''',
     "nw_attention_weights": '''
 def nw_attention_weights(x_query, x_train, bandwidth):

@@ -118,7 +118,7 @@ class LearnedKernelRegression(nn.Module):
     def forward(self, x_query, x_train, y_train, leave_one_out=False):
         scores = -(x_query[:, None] - x_train[None, :]) ** 2 / (2 * self.bandwidth ** 2)
         if leave_one_out:
-            scores = scores.masked_fill(torch.eye(len(x_train), dtype=torch.bool), -math.inf)
+            scores = scores.masked_fill(torch.eye(len(x_train), dtype=torch.bool, device=x_train.device), -math.inf)
         return torch.softmax(scores, dim=-1) @ y_train
 
     def fit(self, x, y, steps=100, lr=0.05):
@@ -147,7 +147,8 @@ def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
     n_q, n_k = q.shape[-2], k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if causal:
-        scores = scores.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q), -math.inf)
+        scores = scores.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(diagonal=n_k - n_q),
+                                    -math.inf)
     lse = torch.logsumexp(scores, dim=-1)
     out = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(scores - lse[..., None])) @ v
     del scores

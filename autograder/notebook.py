@@ -208,12 +208,11 @@ def load_submission(path, assignment):
 PRELOADABLE = ("numpy", "matplotlib.pyplot", "torch", "torch.nn", "torch.nn.functional", "triton", "triton.language")
 
 
-@functools.cache
-def modules_to_preload(assignment):
-    """The heavy modules the assignment's notebook imports: a warm worker imports them once."""
+def imported_modules(sources):
+    """The dotted names of the absolute imports in `sources` (code that does not parse is skipped:
+    a notebook may hold cell magics)."""
     import ast
     names = set()
-    sources = [c.source for c in read_source(assignment).cells if c.cell_type == "code"]
     for source in sources:
         try:
             tree = ast.parse(source)
@@ -222,8 +221,16 @@ def modules_to_preload(assignment):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)
+    return names
+
+
+@functools.cache
+def modules_to_preload(assignment):
+    """The heavy modules the assignment's notebook imports: a warm worker imports them once."""
+    sources = [c.source for c in read_source(assignment).cells if c.cell_type == "code"]
+    names = imported_modules(sources)
     modules = [m for m in PRELOADABLE if m in names or any(n.startswith(m + ".") for n in names)]
     if "torch" in modules and any("optim." in source for source in sources):
         modules.append("torch._dynamo")  # an optimizer's first step imports it: 1.5 s per notebook otherwise

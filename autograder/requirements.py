@@ -5,7 +5,6 @@
 what its notebook and its checks import; an import this module cannot place is an error, so a new
 chapter that imports a new library fails here, not on Gradescope.
 """
-import ast
 import re
 import sys
 
@@ -50,20 +49,8 @@ def pinned(path=REQUIREMENTS_TXT):
 
 
 def imported(sources):
-    """The top-level names of the absolute imports in `sources` (code that does not parse is skipped:
-    a notebook may hold cell magics)."""
-    names = set()
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module.split(".")[0])
-    return names
+    """The top-level names of the absolute imports in `sources`."""
+    return {name.split(".")[0] for name in notebook.imported_modules(sources)}
 
 
 def chapter_sources(assignment):

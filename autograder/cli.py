@@ -109,7 +109,7 @@ def main(argv=None):
     from . import pipeline  # imports the checks: only grading does (`check` must run without them)
     from .shards import ShardError, parse as parse_shard, students_of, write as write_shard
     try:
-        found, _ = pipeline.discover(args.submissions, skip=args.out)
+        discovered = found, _ = pipeline.discover(args.submissions, skip=args.out)
         shard = parse_shard(args.shard) if args.shard else None
     except (pipeline.NothingToGrade, ShardError) as error:
         parser.error(str(error))  # exit status 2: a run that grades nothing is an error
@@ -129,7 +129,8 @@ def main(argv=None):
                   file=sys.stderr, flush=True)
 
     graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
-                                          progress=progress, regrade=set(args.student), students=share)
+                                          progress=progress, regrade=set(args.student), students=share,
+                                          discovered=discovered)
     if shard:
         write_shard(args.out, *shard, everyone, graded, problems)
     _write_results(graded, problems, args.out, args.quiet)

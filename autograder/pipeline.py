@@ -213,12 +213,14 @@ def _grade_job(job, limits=Limits()):
         return not_graded(job.student, job.assignment, f"internal grader error ({type(error).__name__}: {error})")
 
 
-def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None):
+def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None,
+              discovered=None):
     """(results, problems): every job's Graded in discovery order, whatever order the workers
     finish in, and the instructor's warnings. With `out_dir`, each result is journaled as it
     comes and a journaled one is not graded again, except the students in `regrade`. `students`:
-    grade only these (a shard), with the layout seen over the whole class."""
-    found, problems = discover(submissions, skip=out_dir)
+    grade only these (a shard), with the layout seen over the whole class. `discovered`: what
+    `discover` already returned for this run (the CLI looks first, to refuse a run with nothing)."""
+    found, problems = discovered or discover(submissions, skip=out_dir)
     if students is not None:
         found = [job for job in found if job.student in students]
     problems = list(dict.fromkeys(text for student, text in problems

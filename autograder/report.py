@@ -40,6 +40,7 @@ body{font-family:sans-serif;max-width:60em;margin:0 auto;padding:1em;line-height
 .pass{color:#1a7f37}.fail{color:#b42318}.skip{color:#666}
 table{border-collapse:collapse;width:100%}td,th{padding:.2em .4em;text-align:left;vertical-align:top}
 td:last-child{white-space:pre-wrap}code{background:#f4f4f4}
+th{overflow-wrap:normal}td:nth-child(3){white-space:nowrap;overflow-wrap:normal}
 @media (prefers-color-scheme:dark){body{background:#121212;color:#e6e6e6}a{color:#8ab4f8}
 .pass{color:#56d364}.fail{color:#ff7b72}.skip{color:#9e9e9e}code{background:#2b2b2b}}
 """

@@ -219,6 +219,40 @@ def mha_as_torch(student, rng):
                        f"Look at {hint}")
 
 
+# ---- chapter 6: LearnedKernelRegression -------------------------------------------------------
+
+@stated("06-nadaraya-watson", "LearnedKernelRegression", "trainable: the gradient of forward's output reaches "
+        "log_bandwidth (no .item(), float() or .detach() on the way), with leave_one_out and without", weight=0.5)
+def learned_gradient(student, rng):
+    import torch
+    x = torch.from_numpy(np.sort(rng.uniform(0, 5, 10)))
+    y, x_query = torch.sin(x) + torch.from_numpy(rng.normal(0, 0.3, 10)), torch.from_numpy(rng.uniform(0, 5, 7))
+    label = "LearnedKernelRegression(0.7)"
+    for queries, leave_one_out in ((x_query, False), (x, True)):
+        what = f"{label}(x_query {describe(queries)}, x_train {describe(x)}, y_train, leave_one_out={leave_one_out})"
+        module = student.call("LearnedKernelRegression", 0.7, keep=True, _label=label)
+        out = student.call(module, queries, x, y, leave_one_out=leave_one_out, keep=True, _label=label)
+        try:
+            student.call(student.call(out, method="sum", keep=True, _label=what), method="backward",
+                         _label=f"{what}.sum()")
+            parameter = student.call(module, "log_bandwidth", method="get_parameter", keep=True,
+                                     _label=f"{label}.log_bandwidth")
+            got = student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.log_bandwidth.grad")
+        except StudentError as error:
+            raise CheckFailure(f"{error}: no gradient reaches log_bandwidth through forward, so fit could never "
+                               "change it. Compute the scores from self.bandwidth as a tensor: no .item(), float(), "
+                               ".detach() or torch.no_grad() on the way") from None
+        log_h = torch.tensor(math.log(0.7), dtype=torch.float64, requires_grad=True)  # the definition, here
+        scores = -(queries[:, None] - x[None, :]) ** 2 / (2 * log_h.exp() ** 2)
+        if leave_one_out:
+            scores = scores.masked_fill(torch.eye(len(x), dtype=torch.bool), -math.inf)
+        (torch.softmax(scores, dim=-1) @ y).sum().backward()
+        if got is None or not _close(torch.as_tensor(np.asarray(got)), log_h.grad, 1e-8, 1e-10):
+            raise CheckFailure(f"{what}.sum().backward(): log_bandwidth.grad is {describe(got)}, expected "
+                               f"{log_h.grad.item():.6g}" + (": no gradient reached it (.item(), float() or .detach() "
+                                                             "of the bandwidth cut the graph)" if got is None else ""))
+
+
 # ---- chapter 7: tiled_attention ---------------------------------------------------------------
 
 def exact_attention(q, k, v, causal=False, rows=1024):
@@ -314,3 +348,38 @@ def tiled_memory(student, rng):
             f"{allowed / 2**20:.1f} MB (the output and its copies, and 16 tiles of {tile / 2**20:.2f} MB). The "
             f"full matrix of scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query block against all keys "
             f"{MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each query block")
+
+
+# ---- chapter 7: the caller's arrays -----------------------------------------------------------
+
+def _expect_unchanged(student, target, args, names, what, **kwargs):
+    """`target(*args, **kwargs)` run on copies of `args` that the student's process keeps, which
+    must be as they were after the call."""
+    kept = [student.call("np", a, method="copy", keep=True, _label=name) if isinstance(a, np.ndarray) else
+            student.call("torch", a, method="clone", keep=True, _label=name) for a, name in zip(args, names)]
+    student.call(target, *kept, _label=what, **kwargs)
+    for before, handle, name in zip(args, kept, names):
+        after = np.asarray(student.call(handle, method="copy" if isinstance(before, np.ndarray) else "clone", _label=name))
+        if not np.array_equal(after, np.asarray(before), equal_nan=True):
+            differ = ~((after == np.asarray(before)) | (np.isnan(after) & np.isnan(np.asarray(before))))
+            index = tuple(int(i) for i in np.argwhere(differ)[0])
+            raise CheckFailure(f"{what} changed its argument {name} in place ({name}{list(index)} was "
+                               f"{np.asarray(before)[index]:.6g}, is {after[index]:.6g} after the call): work on new "
+                               f"arrays (x - m, q * scale), not in place (x -= m, q *= scale, np.exp(x, out=x))")
+
+
+@stated("07-flash-tiling", "online_softmax", "the caller's x is left as it was (float64 and float32)")
+def online_leaves_x(student, rng):
+    for dtype in (np.float64, np.float32):
+        x = rng.normal(0, 3, (3, 10)).astype(dtype)
+        _expect_unchanged(student, "online_softmax", (x,), ("x",), f"online_softmax(x {describe(x)}, 4)", block_size=4)
+
+
+@stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were")
+def tiled_leaves_inputs(student, rng):
+    import torch
+    q, k, v = (_tensor(rng, (2, n, 8), torch.float64) for n in (20, 28, 28))
+    for causal in (False, True):
+        _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"),
+                          f"tiled_attention(q, k, v of shapes (2, 20, 8), (2, 28, 8), (2, 28, 8), float64, block_q=8, "
+                          f"block_k=8, causal={causal})", block_q=8, block_k=8, causal=causal)

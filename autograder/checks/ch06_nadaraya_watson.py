@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .core import call, called, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true, \
-    module_pair, plain, same
+    module_pair, plain, same, stated_checks
 from .. import notebook
 
 ASSIGNMENT = "06-nadaraya-watson"
@@ -162,6 +162,9 @@ def nw_weights_limits(student, ref, rng):
     same(student, ref, "nw_attention_weights", x + 0.3, x, 1e-3, atol=1e-12,
          nan_hint="subtract each row's largest score before np.exp")
     same(student, ref, "nw_attention_weights", x * 0.5, x, 1e6)
+    # rows far apart: one query 0.001 from a key (largest score -0.5), one 0.3 (-45000), one midway (a tie)
+    same(student, ref, "nw_attention_weights", np.array([2.001, 0.3, 4.5]), x, 1e-3, atol=1e-12,
+         nan_hint="subtract each row's own largest score, not the largest of all")
 
 
 # ---- leave-one-out ----------------------------------------------------------------------------
@@ -201,6 +204,15 @@ def selects(student, ref, rng):
     bandwidths = rng.permutation(np.geomspace(0.05, 3.0, 12))
     same(student, ref, "select_bandwidth", x, y, bandwidths, names=("bandwidth", "scores"))
     same_with_kernel(student, ref, "select_bandwidth", "epanechnikov_kernel", x, y, np.array([0.1, 0.5, 1.0, 2.0]))
+
+
+@check("select_bandwidth", "ties: the first of the tied bandwidths in the order given (a list), not the smallest")
+def selects_first_of_ties(student, ref, rng):
+    x = np.arange(10.0)
+    y = np.sin(x / 2) + rng.normal(0, 0.1, 10)
+    # boxcar windows: every h in [1, 2) holds the same neighbours, so 1.5, 1.1 and 1.3 score the same
+    same_with_kernel(student, ref, "select_bandwidth", "boxcar_kernel", x, y, [2.5, 1.5, 1.1, 1.3, 0.5])
+    same_with_kernel(student, ref, "select_bandwidth", "boxcar_kernel", x, y, [0.4, 0.2, 0.3])  # all inf
 
 
 # ---- the learned bandwidth --------------------------------------------------------------------
@@ -275,6 +287,13 @@ def learned_recipe(student, ref, rng):
                 f"fit(x, y, steps=6, lr=0.1) should return a list of 6 Python floats, got {describe(losses)}")
     expect_close(np.array(losses), np.array(expected), "fit(x (20,), y (20,), steps=6, lr=0.1): the losses, "
                  "from LearnedKernelRegression(1.0)", rtol=1e-8, atol=1e-10)
+    # larger steps: the gradient shrinks within a few, and only then does AMSGrad (a running max of the
+    # squared gradients where Adam has their average) part from Adam
+    model = fit_probe(student, 1.0)
+    losses = student.call(model, x, y, steps=12, lr=0.5, method="fit")
+    expected = ref.LearnedKernelRegression(1.0).fit(x, y, steps=12, lr=0.5)
+    expect_close(np.array(losses), np.array(expected), "fit(x (20,), y (20,), steps=12, lr=0.5): the losses, "
+                 "from LearnedKernelRegression(1.0)", rtol=1e-8, atol=1e-10)
 
 
 @check("LearnedKernelRegression", "fit from h = 2 reaches the leave-one-out optimum: held-out MSE within 5 % of it")
@@ -293,6 +312,9 @@ def learned_reaches(student, ref, rng):
     expect_true(math.isfinite(achieved) and achieved <= 1.05 * target,
                 f"fit(x (40,), y (40,), steps=80, lr=0.05) from bandwidth 2.0 ended at h = {math.exp(log_h):.4g} "
                 f"with held-out MSE {achieved:.4g}; the LOO-selected h = {best_h:.4g} gives {target:.4g}")
+
+
+stated_checks("LearnedKernelRegression")  # trainable: a gradient reaches log_bandwidth (autograder/stated.py)
 
 
 # ---- every exercise on another device -----------------------------------------------------------

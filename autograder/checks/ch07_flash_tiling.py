@@ -41,6 +41,14 @@ equals("online_softmax", "leading axes are rows too; float32 stays float32, inte
        lambda rng: [call(rows(rng, (2, 3, 10)), 4), call(rows(rng, (3, 9)).astype(np.float32), 4),
                     call(np.array([[1, 5, 2, 8]]), 3)])
 
+equals("online_softmax", "a row whose every score is far below 0 (about -1000): the running max starts at -inf, not 0",
+       "online_softmax", lambda rng: [call(rows(rng, (3, 20)) - 1000.0, b) for b in (1, 6)], rtol=1e-12, atol=1e-15)
+
+equals("online_softmax", "x with one axis is one row: (N,) gives (N,)", "online_softmax",
+       lambda rng: [call(rows(rng, (13,)), 4), call(np.array([2.0, -np.inf, 0.5]), 2)], rtol=1e-12, atol=1e-15)
+
+stated_checks("online_softmax")  # the caller's x left as it was: autograder/stated.py
+
 
 # ---- tiled_attention --------------------------------------------------------------------------
 
@@ -60,6 +68,18 @@ equals("tiled_attention", "large scores (several hundred): the running max keeps
        lambda rng: [call(*(t * s for t, s in zip(qkv(rng, 40, 40), (40.0, 40.0, 1.0))), block_q=16, block_k=16),
                     call(*(t * s for t, s in zip(qkv(rng, 30, 30), (40.0, 40.0, 1.0))), block_q=8, block_k=8,
                          causal=True)], **PAIR, **EXACT64)
+
+
+def far_below_zero(rng, n_q, n_k, scale=32.0):
+    """q, k, v whose every score is below -745, where exp gives 0 in float64: q >= 0, k <= 0 entry by entry."""
+    q, k, v = qkv(rng, n_q, n_k)
+    return q.abs() * scale, -(k.abs() + 0.5) * scale, v
+
+
+equals("tiled_attention", "rows whose every score is far below 0 (below -745, where exp gives 0): the running max "
+       "starts at -inf, not 0", "tiled_attention",
+       lambda rng: [call(*far_below_zero(rng, 24, 40), block_q=8, block_k=16),
+                    call(*far_below_zero(rng, 20, 20), block_q=8, block_k=8, causal=True)], **PAIR, **EXACT64)
 
 equals("tiled_attention", "Nq different from Nk, and one query", "tiled_attention",
        lambda rng: [call(*qkv(rng, 30, 70), block_q=16, block_k=16), call(*qkv(rng, 70, 30), block_q=16, block_k=8),
@@ -144,6 +164,20 @@ def triton_rectangular(student, ref, rng):
 def triton_causal(student, ref, rng):
     for n_q, n_k in ((40, 40), (20, 53), (30, 12)):
         same_as_exact(student, ref, rng, n_q, n_k, 16, causal=True)
+
+
+@check("flash_attention_triton", "scores above 100 in one head and all below -100 in the other (float32): the running "
+       "max keeps exp from overflowing and from underflowing to 0/0")
+def triton_large_scores(student, ref, rng):
+    q, k, v = (tensor(rng, (1, 2, n, 16)) for n in (20, 40, 40))
+    q, k = 6.0 * q.abs(), 6.0 * k
+    k[:, 1] = -(k[:, 1].abs() + 6.0)  # head 1: every score far below 0
+    scores = q @ k.transpose(-2, -1) / 4.0
+    got = student.call("flash_attention_triton", q, k, v, _time_limit=60)
+    out, lse = ref.tiled_attention(q.double(), k.double(), v.double())
+    expect_same(got, (plain(out.float()), plain(lse.float())), f"flash_attention_triton(q (1, 2, 20, 16), k and v "
+                f"(1, 2, 40, 16), float32, scores from {scores.min():.0f} to {scores.max():.0f}, every one below "
+                f"{scores[:, 1].max():.0f} in head 1)", names=("out", "lse"), **TRITON32)
 
 
 @check("flash_attention_triton", "float16 inputs: a float16 output, within 3e-3")

@@ -257,3 +257,31 @@ class LearnedKernelRegression(nn.Module):
             losses.append(loss.item())
         return losses
 '''
+
+# Issue 24 §1: inputs and properties the first checks never varied. Each keeps its tensors on the
+# input's device, so that it loses only what it is written to lose.
+_MASK = "scores = scores.masked_fill(torch.eye(len(x_train), dtype=torch.bool, device=x_train.device), -math.inf)"
+# A row's scores all far below another row's: the largest score of all is not each row's.
+WRONG["nw_attention_weights"]["shift_by_the_largest_score_of_all"] = _WEIGHTS.format(
+    scores=_SCORES, shift="scores = scores - scores.max()", axis=1)
+# A tie between bandwidths: the first of them in the order given, not the smallest.
+WRONG["select_bandwidth"]["smallest_bandwidth_among_ties"] = '''
+def select_bandwidth(x, y, bandwidths, kernel=gaussian_kernel):
+    scores = np.array([loo_cv_score(x, y, h, kernel) for h in bandwidths])
+    return min(zip(scores, bandwidths))[1], scores
+'''
+# The bandwidth read as a Python number: the same values, and no gradient reaches log_bandwidth.
+WRONG["LearnedKernelRegression"]["bandwidth_read_as_a_number"] = _learned(
+    mask=_MASK, scores="-(x_query[:, None] - x_train[None, :]) ** 2 / (2 * math.exp(self.log_bandwidth.item()) ** 2)")
+WRONG["LearnedKernelRegression"]["bandwidth_detached"] = _learned(
+    mask=_MASK, scores="-(x_query[:, None] - x_train[None, :]) ** 2 / (2 * self.bandwidth.detach() ** 2)")
+# Optimisers other than the one the recipe names.
+WRONG["LearnedKernelRegression"]["fit_with_adamw"] = _learned(mask=_MASK, optimizer="torch.optim.AdamW(self.parameters(), lr=lr)")
+WRONG["LearnedKernelRegression"]["fit_with_amsgrad"] = _learned(mask=_MASK, optimizer="torch.optim.Adam(self.parameters(), lr=lr, amsgrad=True)")
+WRONG["LearnedKernelRegression"]["a_new_adam_each_step"] = _learned(
+    mask=_MASK, optimizer="None",
+    step="optimizer = torch.optim.Adam(self.parameters(), lr=lr)\n            optimizer.zero_grad()\n"
+         "            loss.backward()\n            optimizer.step()\n            losses.append(loss.item())")
+WRONG["LearnedKernelRegression"]["fit_with_nadam"] = _learned(mask=_MASK, optimizer="torch.optim.NAdam(self.parameters(), lr=lr)")
+WRONG["LearnedKernelRegression"]["fit_with_radam"] = _learned(mask=_MASK, optimizer="torch.optim.RAdam(self.parameters(), lr=lr)")
+WRONG["LearnedKernelRegression"]["fit_with_adamax"] = _learned(mask=_MASK, optimizer="torch.optim.Adamax(self.parameters(), lr=lr)")

@@ -272,3 +272,30 @@ m = m_next
 # The causal mask's positions made on the CPU (torch.arange without device=): right on CPU inputs,
 # it loses the device check's points only.
 WRONG["tiled_attention"]["cpu_causal_mask"] = _tiled()
+
+# Issue 24 §1: inputs the first checks never varied. The tiled ones keep their tensors on the
+# input's device, so that they lose only what they are written to lose.
+_TILED = _tiled().replace("torch.arange(i, i + q_i.shape[-2])", "torch.arange(i, i + q_i.shape[-2], device=q.device)").replace(
+    "torch.arange(j, j + s.shape[-1])", "torch.arange(j, j + s.shape[-1], device=q.device)")
+# The running max started at 0, not -inf: exact in arithmetic, 0/0 when a row's scores are all far below 0.
+WRONG["online_softmax"]["running_max_starts_at_zero"] = _online().replace(
+    "m = np.full(x.shape[:-1], -np.inf, dtype=x.dtype)", "m = np.zeros(x.shape[:-1], dtype=x.dtype)")
+# One axis made two: a 1-D x comes back (1, N).
+WRONG["online_softmax"]["one_axis_made_two"] = _online().replace("x = np.asarray(x)\n", "x = np.atleast_2d(np.asarray(x))\n", 1)
+WRONG["tiled_attention"]["running_max_starts_at_zero"] = _TILED.replace(
+    "m = q.new_full(q_i.shape[:-1], -math.inf)", "m = q.new_zeros(q_i.shape[:-1])")
+# The kernel's update without a running max (exact for small scores, inf / inf for scores of several hundred),
+# and with one floored at 0 (0 / 0 when a row's scores are all far below 0).
+WRONG["flash_attention_triton"]["exp_without_the_max"] = _kernel("""
+p = tl.exp(s)
+l = l + tl.sum(p, 1)
+acc = acc + tl.dot(p.to(v.dtype), v)
+m = tl.zeros_like(m)
+""")
+WRONG["flash_attention_triton"]["running_max_floored_at_zero"] = _kernel(
+    _UPDATE.replace("m_new = tl.maximum(m, tl.max(s, 1))", "m_new = tl.maximum(tl.maximum(m, tl.max(s, 1)), 0.0)"))
+# The caller's arrays changed in place: the results are right, the caller's q or x is not what it was.
+WRONG["online_softmax"]["shifts_its_input_in_place"] = _online(final="np.where(total[..., None] > 0, np.exp(x) / safe_total, 0.0)").replace(
+    "    safe_total = ", "    x -= base\n    safe_total = ")
+WRONG["tiled_attention"]["scales_q_in_place"] = _TILED.replace(
+    "q_i = q[..., i:i + block_q, :] * q.shape[-1] ** -0.5", "q_i = q[..., i:i + block_q, :]\n        q_i *= q.shape[-1] ** -0.5")

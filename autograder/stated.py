@@ -219,6 +219,142 @@ def mha_as_torch(student, rng):
                        f"Look at {hint}")
 
 
+def _torch_object(student, name, *args, _label, **kwargs):
+    """`torch.nn.<name>(*args, **kwargs)` made in the student's process (a Handle)."""
+    nn = student.call("torch", "nn", method="__getattribute__", keep=True, _label="torch.nn")
+    made = student.call(nn, name, method="__getattribute__", keep=True, _label=f"nn.{name}")
+    return student.call(made, *args, keep=True, _label=_label, **kwargs)
+
+
+def _unchanged(student, module, x, change, label, what, hint):
+    """`module(x, x, x)` gives the same (out, weights) before and after `change()`."""
+    import torch
+    before = _pair(student.call(module, x, x, x, _label=label), f"{label}(x, x, x)")
+    change()
+    after = _pair(student.call(module, x, x, x, _label=label), f"{label}(x, x, x)")
+    if not all(torch.equal(b, a) for b, a in zip(before, after)):
+        raise CheckFailure(f"{label}(x, x, x) for x {describe(x)} changed after {what}: your module holds "
+                           f"tensors of the model it was copied from, not copies of them. {hint}")
+
+
+COPY_HINT = ("Copy the values (load_state_dict, or proj.weight.copy_(w) under torch.no_grad()); nn.Parameter(w), "
+             "w.detach() and .data keep the storage of w")
+
+
+@stated("04-multi-head", "mha_from_torch", "a copy: loading new parameters into m afterwards does not change the "
+        "module mha_from_torch(m) returned")
+def from_torch_copies(student, rng):
+    import torch
+    dim, heads = 6, 2
+    label = f"nn.MultiheadAttention({dim}, {heads}, batch_first=True)"
+    m = _torch_object(student, "MultiheadAttention", dim, heads, batch_first=True, _label=label)
+    shapes = {"in_proj_weight": (3 * dim, dim), "in_proj_bias": (3 * dim,), "out_proj.weight": (dim, dim),
+              "out_proj.bias": (dim,)}
+    first, second = ({n: _tensor(rng, s, scale=0.5) for n, s in shapes.items()} for _ in range(2))
+    student.call(m, first, method="load_state_dict")
+    mine = student.call("mha_from_torch", m, keep=True, _label=f"mha_from_torch(m = {label})")
+    _unchanged(student, mine, _tensor(rng, (2, 4, dim)), lambda: student.call(m, second, method="load_state_dict"),
+               f"mha_from_torch(m = {label})", "m.load_state_dict(new parameters)", COPY_HINT)
+
+
+@stated("04-multi-head", "mha_from_bert", "a copy: changing the model the state came from does not change the "
+        "module mha_from_bert(state, num_heads) returned")
+def from_bert_copies(student, rng):
+    dim, heads = 8, 2
+    linear = lambda: _torch_object(student, "Linear", dim, dim, _label=f"nn.Linear({dim}, {dim})")  # noqa: E731
+    attention = _torch_object(student, "ModuleDict", [
+        ("self", _torch_object(student, "ModuleDict", [("query", linear()), ("key", linear()), ("value", linear())],
+                               _label="nn.ModuleDict")),
+        ("output", _torch_object(student, "ModuleDict", [("dense", linear()), ("LayerNorm", _torch_object(
+            student, "LayerNorm", dim, _label=f"nn.LayerNorm({dim})"))], _label="nn.ModuleDict"))],
+        _label="a BERT attention block")
+    names = [f"{layer}.{p}" for layer in ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm")
+             for p in ("weight", "bias")]
+    draw = lambda: {n: _tensor(rng, (dim, dim) if n.endswith("weight") and "Norm" not in n else (dim,), scale=0.5)  # noqa: E731
+                    for n in names}
+    student.call(attention, draw(), method="load_state_dict")
+    state = student.call(attention, method="state_dict", keep=True, _label="a BERT block's attention.state_dict()")
+    mine = student.call("mha_from_bert", state, heads, keep=True, _label=f"mha_from_bert(a BERT block's state, {heads})")
+    _unchanged(student, mine, _tensor(rng, (2, 4, dim)), lambda: student.call(attention, draw(), method="load_state_dict"),
+               f"mha_from_bert(a BERT block's state, {heads})", "new parameters were loaded into the BERT block",
+               "Copy the values (load_state_dict, or weight.copy_(state[name]) under torch.no_grad()): "
+               "nn.Parameter(state[name]) and .data = state[name] keep the model's storage (a state_dict()'s tensors "
+               "are the model's own)")
+
+
+@stated("04-multi-head", "count_parameters", "from the formula: count_parameters(10**9, 8) is an int (a module of "
+        "4·10¹⁸ parameters cannot be built)")
+def count_from_formula(student, rng):
+    try:
+        got = student.call("count_parameters", 10**9, 8)
+    except StudentError as error:
+        raise CheckFailure(f"{error}: count the parameters from the formula; the module would need 16 million TB") from None
+    if not (isinstance(got, int) and not isinstance(got, bool)):
+        raise CheckFailure(f"count_parameters(1000000000, 8) should be an int, got {describe(got)}")
+
+
+# ---- chapter 5: what the functions do to their arguments and to the gradients ----------------
+
+@stated("05-self-masked", "graph_mask", "the caller's adjacency is left as it was: the mask is a new tensor")
+def graph_leaves_adjacency(student, rng):
+    import torch
+    directed = torch.from_numpy(rng.random((2, 4, 4)) < 0.5)
+    for adjacency in (directed, directed.long(), directed * torch.from_numpy(rng.normal(size=(2, 4, 4)))):
+        adjacency.diagonal(dim1=-2, dim2=-1).fill_(0)  # no self-loops yet: writing them in shows
+        _expect_unchanged(student, "graph_mask", (adjacency,), ("adjacency",), f"graph_mask(adjacency "
+                          f"{describe(adjacency)}, no self-loops)", hint="write the self-loops into a new tensor "
+                          "(`|` and torch.eye make new ones; torch.as_tensor returns the very tensor it is given)")
+
+
+def _expect_gradients(student, class_name, init, x):
+    """`class_name(*init)`'s output on `x`, summed and backpropagated in the student's process,
+    leaves a gradient on every parameter."""
+    label = f"{class_name}{init}"
+    module = student.call(class_name, *init, keep=True, _label=label)
+    out = student.call(module, x, keep=True, _label=label)
+    loss = student.call(out, method="sum", keep=True, _label=f"{label}(x).sum()")
+    try:
+        student.call(loss, method="backward", _label=f"{label}(x).sum().backward()")
+    except StudentError as error:
+        raise CheckFailure(f"{error}: no gradient reaches any parameter through forward") from None
+    missing = []
+    for name in student.call(module, method="state_dict"):
+        parameter = student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
+        if student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{name}.grad") is None:
+            missing.append(name)
+    if missing:
+        raise CheckFailure(f"{label}, on x {describe(x)}: after its output's sum().backward(), {', '.join(missing)} "
+                           "got no gradient: training could never change them. Compute forward with gradients on: "
+                           "no torch.no_grad(), .detach() or .data on the way from a parameter to the output")
+
+
+@stated("05-self-masked", "CausalSelfAttention", "trainable: sum(output).backward() gives every parameter a gradient")
+def layer_gradients(student, rng):
+    _expect_gradients(student, "CausalSelfAttention", (8, 2), _tensor(rng, (2, 5, 8)))
+
+
+@stated("05-self-masked", "TinyLM", "trainable: sum(logits).backward() gives every parameter a gradient")
+def lm_gradients(student, rng):
+    import torch
+    _expect_gradients(student, "TinyLM", (11, 12, 2, 2, 10), torch.from_numpy(rng.integers(0, 11, size=(2, 6))))
+
+
+@stated("05-self-masked", "generate", "under torch.no_grad(): the logits it returns carry no gradient graph, with "
+        "the cache and without")
+def generate_without_gradients(student, rng):
+    import torch
+    label = "TinyLM(13, 16, 2, 2, 12)"
+    model = student.call("TinyLM", 13, 16, 2, 2, 12, keep=True, _label=label)
+    prompt = torch.from_numpy(rng.integers(0, 13, size=(2, 3)))
+    for use_cache in (True, False):
+        what = f"generate({label}, prompt {describe(prompt)}, 3, use_cache={use_cache})"
+        result = student.call("generate", model, prompt, 3, use_cache=use_cache, keep=True, _label=what)
+        logits = student.call(result, 1, method="__getitem__", keep=True, _label=f"{what}[1]")
+        if student.call(logits, "requires_grad", method="__getattribute__", _label=f"{what}[1].requires_grad"):
+            raise CheckFailure(f"{what}: the logits it returns require grad, so every step recorded a graph for "
+                               "backward that nothing uses (memory and time): run the loop under torch.no_grad()")
+
+
 # ---- chapter 6: LearnedKernelRegression -------------------------------------------------------
 
 @stated("06-nadaraya-watson", "LearnedKernelRegression", "trainable: the gradient of forward's output reaches "
@@ -352,9 +488,12 @@ def tiled_memory(student, rng):
 
 # ---- chapter 7: the caller's arrays -----------------------------------------------------------
 
-def _expect_unchanged(student, target, args, names, what, **kwargs):
+IN_PLACE_HINT = "work on new arrays (x - m, q * scale), not in place (x -= m, q *= scale, np.exp(x, out=x))"
+
+
+def _expect_unchanged(student, target, args, names, what, hint=IN_PLACE_HINT, **kwargs):
     """`target(*args, **kwargs)` run on copies of `args` that the student's process keeps, which
-    must be as they were after the call."""
+    must be as they were after the call; `hint` says how to leave them so."""
     kept = [student.call("np", a, method="copy", keep=True, _label=name) if isinstance(a, np.ndarray) else
             student.call("torch", a, method="clone", keep=True, _label=name) for a, name in zip(args, names)]
     student.call(target, *kept, _label=what, **kwargs)
@@ -364,8 +503,7 @@ def _expect_unchanged(student, target, args, names, what, **kwargs):
             differ = ~((after == np.asarray(before)) | (np.isnan(after) & np.isnan(np.asarray(before))))
             index = tuple(int(i) for i in np.argwhere(differ)[0])
             raise CheckFailure(f"{what} changed its argument {name} in place ({name}{list(index)} was "
-                               f"{np.asarray(before)[index]:.6g}, is {after[index]:.6g} after the call): work on new "
-                               f"arrays (x - m, q * scale), not in place (x -= m, q *= scale, np.exp(x, out=x))")
+                               f"{np.asarray(before)[index]:.6g}, is {after[index]:.6g} after the call): {hint}")
 
 
 @stated("07-flash-tiling", "online_softmax", "the caller's x is left as it was (float64 and float32)")

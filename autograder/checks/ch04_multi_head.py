@@ -214,6 +214,9 @@ def from_torch_float64(student, ref, rng):
     expect_as_torch(student, rng, 6, 3, bias=True, double=True)
 
 
+stated_checks("mha_from_torch")  # a copy, not m's own tensors: autograder/stated.py
+
+
 # ---- count_parameters -------------------------------------------------------------------------
 
 def expect_count(student, dim, heads, bias):
@@ -233,6 +236,9 @@ def count_with_bias(student, ref, rng):
 def count_without_bias(student, ref, rng):
     for dim, heads in ((8, 2), (384, 12)):
         expect_count(student, dim, heads, False)
+
+
+stated_checks("count_parameters")  # from the formula, at a size no module can have: autograder/stated.py
 
 
 # ---- bert_padding_mask ------------------------------------------------------------------------
@@ -285,6 +291,9 @@ def from_bert_float64(student, ref, rng):
     with torch.no_grad():
         expected = ref.mha_from_bert(state, heads)(x, x, x, None)
     expect_as_bert(student, ref, state, heads, x, None, plain(expected), "a random float64 state of size 8")
+
+
+stated_checks("mha_from_bert")  # a copy, not the model's own tensors: autograder/stated.py
 
 
 @functools.cache

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true, module_pair,
-                   plain, same, tensor)
+                   plain, same, stated_checks, tensor)
 from .. import notebook
 
 ASSIGNMENT = "05-self-masked"
@@ -53,11 +53,14 @@ def adjacency_cases(rng):
     directed.fill_diagonal_(False)
     batched = torch.from_numpy((rng.random((2, 4, 4)) < 0.5).astype(np.int64))
     weighted = torch.from_numpy(rng.random((3, 3)) * (rng.random((3, 3)) < 0.5))
-    return [call(directed), call(batched), call(weighted), call(torch.zeros(3, 3, dtype=torch.bool))]
+    signed = torch.from_numpy(rng.normal(size=(4, 4)) * (rng.random((4, 4)) < 0.6))  # negative weights are edges too
+    return [call(directed), call(batched), call(weighted), call(torch.zeros(3, 3, dtype=torch.bool)), call(signed)]
 
 
-equals("graph_mask", "edges kept as given (directed too), self-loops added; bool, int and float adjacency, "
-       "batch dimensions", "graph_mask", adjacency_cases)
+equals("graph_mask", "edges kept as given (directed too), self-loops added; bool, int and float adjacency (weights "
+       "of either sign: nonzero is an edge), batch dimensions", "graph_mask", adjacency_cases)
+
+stated_checks("graph_mask")  # the caller's adjacency left as it was: autograder/stated.py
 
 
 # ---- CausalSelfAttention ----------------------------------------------------------------------
@@ -137,6 +140,9 @@ def layer_cache(student, ref, rng):
                     **FLOAT32)
 
 
+stated_checks("CausalSelfAttention")  # gradients reach every parameter: autograder/stated.py
+
+
 # ---- TinyLM -----------------------------------------------------------------------------------
 
 LM = (11, 12, 2, 2, 10)  # vocab_size, embed_dim, num_heads, num_layers, context
@@ -174,6 +180,9 @@ def lm_cache(student, ref, rng):
         expect_same(got, plain(expected[:, start:stop]),
                     f"{label}, fed tokens {describe(x)} in pieces through one list of caches: logits "
                     f"{span(start, stop)}, against feeding them whole (positions {span(start, stop)})", **FLOAT32)
+
+
+stated_checks("TinyLM")  # gradients reach every parameter: autograder/stated.py
 
 
 # ---- train_lm ---------------------------------------------------------------------------------
@@ -227,24 +236,36 @@ def trains(student, ref, rng):
                 "seeded again inside the loop, instead of once before it)")
 
 
-@check("train_lm", "the losses are the recipe's: `steps` floats, the windows drawn from the seed's generator, each "
-       "loss measured before its update")
+@check("train_lm", "the losses are the recipe's: `steps` floats, the windows drawn from the seed's generator (seed 0, "
+       "the default, as any other), each loss measured before its update; then the embeddings are where AdamW puts them")
 def recipe(student, ref, rng):
     train, _, vocab, _ = corpus(ref)
     seed = int(rng.integers(1 << 30))
     handle, module = fresh_lm(student, ref, vocab, seed)
-    got = student.call("train_lm", handle, train, 4, batch_size=3, lr=LR, seed=7, _time_limit=30)
-    expected = ref.train_lm(module, train, 4, batch_size=3, lr=LR, seed=7)
+    label = "train_lm(model, data, 4, batch_size=3, seed=0)"
+    got = student.call("train_lm", handle, train, 4, batch_size=3, lr=LR, seed=0, _time_limit=30)
+    expected = ref.train_lm(module, train, 4, batch_size=3, lr=LR, seed=0)
     expect_true(isinstance(got, list) and len(got) == 4 and all(type(x) is float for x in got),
-                f"train_lm(model, data, 4, batch_size=3, seed=7) should return a list of 4 floats, got {describe(got)}")
+                f"{label} should return a list of 4 floats, got {describe(got)}")
     first = math.isclose(got[0], expected[0], rel_tol=1e-4, abs_tol=1e-5)
-    expect_same(torch.tensor(got), torch.tensor(expected), "train_lm(model, data, 4, batch_size=3, seed=7): the "
+    expect_same(torch.tensor(got), torch.tensor(expected), f"{label}: the "
                 "losses (with torch.Generator().manual_seed(seed), torch.randint(0, len(data) - context, (batch_size,), "
                 "generator=generator), windows of context + 1 tokens)" + (
                     ". The first loss matches, the later ones differ: what carries from step to step is wrong: the "
                     "windows (each step draws new ones from the one generator, seeded once before the loop), the "
-                    "gradients (zeroed every step) or the optimiser (made once)" if first else ""),
+                    "gradients (zeroed every step) or the optimiser (made once)" if first else
+                    ". The first loss already differs: the windows (drawn with generator=generator, seeded by "
+                    "manual_seed(seed) whatever the seed: `if seed:` leaves 0 unseeded) or the loss (the targets are the "
+                    "window shifted by one)"),
                 rtol=1e-4, atol=1e-5)
+    # Adam's losses stay within 1e-4 of AdamW's for 4 steps; its parameters do not. The embeddings
+    # only: a gradient that is zero but for rounding (k_proj's bias) makes any Adam step a coin toss.
+    state = student.call(handle, method="state_dict")
+    for name in ("token_embedding.weight", "position_embedding.weight"):
+        expect_same(state.get(name) if isinstance(state, dict) else state, plain(module.state_dict()[name]),
+                    f"{label}: the model's {name} after the 4 steps (the losses match; the optimiser is "
+                    "torch.optim.AdamW(model.parameters(), lr=lr), created once: Adam, or AdamW with another weight "
+                    "decay, moves the parameters elsewhere)", rtol=1e-4, atol=1e-5)
 
 
 # ---- generate ---------------------------------------------------------------------------------
@@ -273,11 +294,15 @@ def greedy_uncached(student, ref, rng):
     generated(student, ref, rng, 3, 7, use_cache=False)
 
 
-@check("generate", "sampled with a seed (torch.multinomial with the seed's generator), with and without the cache",
-       weight=0.5)
+@check("generate", "sampled with a seed (torch.multinomial with the seed's generator), with and without the cache; "
+       "seed=0 samples too", weight=0.5)
 def sampled(student, ref, rng):
     generated(student, ref, rng, 2, 8, use_cache=True, seed=11)
     generated(student, ref, rng, 2, 8, use_cache=False, seed=11)
+    generated(student, ref, rng, 2, 4, use_cache=True, seed=0)  # 0 is a seed: `if seed:` would decode greedily
+
+
+stated_checks("generate")  # under torch.no_grad(): autograder/stated.py
 
 
 PROBE = '''

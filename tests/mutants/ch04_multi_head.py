@@ -349,3 +349,36 @@ def mha_from_bert(state, num_heads):
     mine.load_state_dict({f"{ours}.{p}": state[f"{theirs}.{p}"] for ours, theirs in names.items() for p in ("weight", "bias")})
     return mine
 '''
+
+# Issue 24 §1: inputs and properties the checks did not vary. Each kept full marks before its check.
+# The copy shares storage with m (nn.Parameter of a view): loading new weights into m changes it.
+WRONG["mha_from_torch"]["shares_storage_with_m"] = '''
+def mha_from_torch(m):
+    bias = m.in_proj_bias is not None
+    weight = m.in_proj_weight
+    mine = MultiHeadAttention(m.embed_dim, m.num_heads, bias=bias).to(device=weight.device, dtype=weight.dtype)
+    for proj, w in zip((mine.q_proj, mine.k_proj, mine.v_proj), m.in_proj_weight.chunk(3)):
+        proj.weight = nn.Parameter(w.detach())
+    mine.out_proj.weight = nn.Parameter(m.out_proj.weight.detach())
+    if bias:
+        for proj, b in zip((mine.q_proj, mine.k_proj, mine.v_proj), m.in_proj_bias.chunk(3)):
+            proj.bias = nn.Parameter(b.detach())
+        mine.out_proj.bias = nn.Parameter(m.out_proj.bias.detach())
+    return mine
+'''
+# The module holds the state's own tensors: changing the model the state came from changes it.
+WRONG["mha_from_bert"]["shares_storage_with_the_state"] = '''
+def mha_from_bert(state, num_heads):
+    weight = state["self.query.weight"]
+    mine = MultiHeadAttention(weight.shape[0], num_heads).to(device=weight.device, dtype=weight.dtype)
+    for ours, theirs in (("q_proj", "self.query"), ("k_proj", "self.key"), ("v_proj", "self.value"),
+                         ("out_proj", "output.dense")):
+        getattr(mine, ours).weight = nn.Parameter(state[theirs + ".weight"])
+        getattr(mine, ours).bias = nn.Parameter(state[theirs + ".bias"])
+    return mine
+'''
+# Builds the module and counts, which the text rules out: right on every size that can be built.
+WRONG["count_parameters"]["builds_the_module"] = '''
+def count_parameters(embed_dim, num_heads, bias=True):
+    return sum(p.numel() for p in MultiHeadAttention(embed_dim, num_heads, bias=bias).parameters())
+'''

@@ -394,3 +394,60 @@ WRONG["TinyLM"]["cpu_positions"] = _LM_INIT + '''
             x = block(x, caches[i] if caches else None)
         return self.head(self.norm(x))
 '''
+
+# Issue 24 §1: inputs and properties the checks did not vary. Each kept full marks before its check.
+# Negative weights are edges too ("a nonzero entry"); the checks' weights were all positive.
+WRONG["graph_mask"]["positive_entries_only"] = '''
+def graph_mask(adjacency):
+    a = torch.as_tensor(adjacency)
+    return (a > 0) | torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+'''
+# torch.as_tensor returns the caller's tensor: the self-loops are written into the caller's graph.
+WRONG["graph_mask"]["self_loops_written_into_the_input"] = '''
+def graph_mask(adjacency):
+    a = torch.as_tensor(adjacency)
+    a.diagonal(dim1=-2, dim2=-1).fill_(1)
+    return a != 0
+'''
+# The mask needs no gradient, but the attention under no_grad cuts q_proj, k_proj and v_proj off.
+WRONG["CausalSelfAttention"]["attention_under_no_grad"] = _LAYER_INIT + '''
+        if cache is not None:
+            k, v = cache.append(k, v)
+        with torch.no_grad():
+            out, _ = attention(q, k, v, causal_mask(q.shape[-2], k.shape[-2]).to(x.device))
+        return self.out_proj(merge_heads(out))
+'''
+# The position vectors read through .data: the logits are right, position_embedding never learns.
+WRONG["TinyLM"]["positions_through_data"] = _LM_INIT + '''
+        start = caches[0].length if caches else 0
+        x = self.token_embedding(tokens) + self.position_embedding.weight.data[start:start + tokens.shape[-1]]
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return self.head(self.norm(x))
+'''
+# `if seed:`: seed 0, the default, leaves the generator unseeded.
+WRONG["train_lm"]["seed_zero_ignored"] = _train().replace(
+    "generator = torch.Generator().manual_seed(seed)",
+    "generator = torch.Generator()\n    if seed:\n        generator.manual_seed(seed)")
+# Adam instead of AdamW: without the decoupled weight decay the first losses differ by less than 1e-4.
+WRONG["train_lm"]["adam_not_adamw"] = _train(optimizer="optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n    ")
+# `if seed` again: seed 0 decodes greedily instead of sampling.
+WRONG["generate"]["seed_zero_is_greedy"] = _generate(
+    "logits = (model(fed, caches) if use_cache else model(tokens))[:, -1]").replace(
+    "generator = None if seed is None else", "generator = None if not seed else")
+# No torch.no_grad(): the same tokens and logits, with a graph recorded at every step.
+WRONG["generate"]["gradients_recorded"] = '''
+def generate(model, prompt, n_new, use_cache=True, seed=None):
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    caches = [KVCache() for _ in model.blocks] if use_cache else None
+    tokens, fed, chosen_from = prompt, prompt, []
+    for _ in range(n_new):
+        logits = (model(fed, caches) if use_cache else model(tokens))[:, -1]
+        if generator is None:
+            new = logits.argmax(dim=-1, keepdim=True)
+        else:
+            new = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+        tokens, fed = torch.cat([tokens, new], dim=1), new
+        chosen_from.append(logits)
+    return tokens, torch.stack(chosen_from, dim=1)
+'''

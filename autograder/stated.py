@@ -513,11 +513,10 @@ def online_leaves_x(student, rng):
         _expect_unchanged(student, "online_softmax", (x,), ("x",), f"online_softmax(x {describe(x)}, 4)", block_size=4)
 
 
-@stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were")
+@stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were (causal)")
 def tiled_leaves_inputs(student, rng):
     import torch
-    q, k, v = (_tensor(rng, (2, n, 8), torch.float64) for n in (20, 28, 28))
-    for causal in (False, True):
-        _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"),
-                          f"tiled_attention(q, k, v of shapes (2, 20, 8), (2, 28, 8), (2, 28, 8), float64, block_q=8, "
-                          f"block_k=8, causal={causal})", block_q=8, block_k=8, causal=causal)
+    q, k, v = (_tensor(rng, (2, n, 8), torch.float64) for n in (12, 20, 20))
+    _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), "tiled_attention(q, k, v of shapes "
+                      "(2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, causal=True)",
+                      block_q=8, block_k=8, causal=True)

@@ -78,8 +78,8 @@ def far_below_zero(rng, n_q, n_k, scale=32.0):
 
 equals("tiled_attention", "rows whose every score is far below 0 (below -745, where exp gives 0): the running max "
        "starts at -inf, not 0", "tiled_attention",
-       lambda rng: [call(*far_below_zero(rng, 24, 40), block_q=8, block_k=16),
-                    call(*far_below_zero(rng, 20, 20), block_q=8, block_k=8, causal=True)], **PAIR, **EXACT64)
+       lambda rng: [call(*far_below_zero(rng, 12, 20), block_q=8, block_k=8),
+                    call(*far_below_zero(rng, 12, 12), block_q=8, block_k=8, causal=True)], **PAIR, **EXACT64)
 
 equals("tiled_attention", "Nq different from Nk, and one query", "tiled_attention",
        lambda rng: [call(*qkv(rng, 30, 70), block_q=16, block_k=16), call(*qkv(rng, 70, 30), block_q=16, block_k=8),
@@ -169,14 +169,14 @@ def triton_causal(student, ref, rng):
 @check("flash_attention_triton", "scores above 100 in one head and all below -100 in the other (float32): the running "
        "max keeps exp from overflowing and from underflowing to 0/0")
 def triton_large_scores(student, ref, rng):
-    q, k, v = (tensor(rng, (1, 2, n, 16)) for n in (20, 40, 40))
+    q, k, v = (tensor(rng, (1, 2, n, 16)) for n in (16, 32, 32))
     q, k = 6.0 * q.abs(), 6.0 * k
     k[:, 1] = -(k[:, 1].abs() + 6.0)  # head 1: every score far below 0
     scores = q @ k.transpose(-2, -1) / 4.0
     got = student.call("flash_attention_triton", q, k, v, _time_limit=60)
     out, lse = ref.tiled_attention(q.double(), k.double(), v.double())
-    expect_same(got, (plain(out.float()), plain(lse.float())), f"flash_attention_triton(q (1, 2, 20, 16), k and v "
-                f"(1, 2, 40, 16), float32, scores from {scores.min():.0f} to {scores.max():.0f}, every one below "
+    expect_same(got, (plain(out.float()), plain(lse.float())), f"flash_attention_triton(q (1, 2, 16, 16), k and v "
+                f"(1, 2, 32, 16), float32, scores from {scores.min():.0f} to {scores.max():.0f}, every one below "
                 f"{scores[:, 1].max():.0f} in head 1)", names=("out", "lse"), **TRITON32)
 
 

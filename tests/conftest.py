@@ -20,6 +20,16 @@ def run(*command, cwd=REPO, check=True, timeout=1800):
     return result
 
 
+def users_shell_env(**extra):
+    """The environment of a user's own shell: no venv of the course's active, and nothing of the
+    `make test` that runs this suite (a make that inherits MAKELEVEL prints "make[1]: Leaving
+    directory" as its last line, where a user's prints the command's own output)."""
+    inherited = ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if os.path.realpath(p) != os.path.realpath(BIN))
+    return dict({k: v for k, v in os.environ.items() if k not in inherited}, PATH=path, **extra)
+
+
 def paths_under(root):
     """Every path under root, skipping folders that vanish while we walk: other test
     workers' sandboxes create and remove their own folders in the same /tmp."""

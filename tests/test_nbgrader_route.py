@@ -6,7 +6,7 @@ import re
 import shutil
 import subprocess
 
-from conftest import BIN, REPO
+from conftest import REPO, users_shell_env
 
 from autograder.notebook import exercises
 from autograder.pipeline import grade_notebook
@@ -49,10 +49,8 @@ def test_the_nbgrader_commands_on_the_page_grade_a_class_as_written(tmp_path):
     block = page_block("Grade with nbgrader")
     assert "make release" in block and f"nbgrader autograde {A}" in block
     # a shell as a new instructor has it: no venv active
-    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if os.path.realpath(p) != os.path.realpath(BIN))
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MFLAGS")}
     done = subprocess.run(["bash", "-e", "-c", block], cwd=course, capture_output=True, text=True, timeout=1500,
-                          env={**env, "PATH": path})
+                          env=users_shell_env())
     assert done.returncode == 0, f"the page's commands failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
 
     for notebook in (REPO / "notebooks").glob("*/*.ipynb"):  # make release regenerated them byte for byte

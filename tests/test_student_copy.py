@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, run
+from conftest import REPO, run, users_shell_env
 from submissions import filled_notebook, write
 
 from autograder import assignments, requirements
@@ -53,9 +53,7 @@ def student_env(tmp_path):
     config.mkdir(exist_ok=True)
     (config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"allow_root": True,
                                                                                   "open_browser": False}}))
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(str(REPO / ".venv"))]
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    return dict(env, PATH=os.pathsep.join(path), JUPYTER_CONFIG_DIR=str(config))
+    return users_shell_env(JUPYTER_CONFIG_DIR=str(config))
 
 
 def shell(command, cwd, env, timeout=900):

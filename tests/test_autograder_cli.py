@@ -3,6 +3,7 @@ notebooks that misbehave: each is one student's problem, with a readable reason.
 import csv
 import os
 
+import pytest
 from conftest import BIN, REPO, run
 from submissions import filled_notebook, write
 
@@ -15,10 +16,17 @@ A = "01-weights"
 FULL = sum(e.points for e in exercises(A))
 
 
-def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(tmp_path):
-    result = run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path)
+@pytest.fixture(scope="module")
+def samples_graded(tmp_path_factory):
+    """The shipped samples graded once, as `make grade` does: (the run, its --out folder)."""
+    out = tmp_path_factory.mktemp("samples-graded")
+    return run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", out), out
+
+
+def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(samples_graded):
+    result, out = samples_graded
     assert "perfect-student" in result.stdout and f"{FULL:g}/{FULL:g}" in result.stdout
-    rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
+    rows = list(csv.DictReader(open(out / "grades.csv")))
     assert set(rows[0]) >= {"student", "assignment", "exercise", "score", "max_score"}
     for assignment in assignments():
         full = sum(e.points for e in exercises(assignment))
@@ -30,18 +38,18 @@ def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(tmp_pat
         assert 0 < total["partial-student"] < full, assignment
         broken = [r for r in rows if r["student"] == "broken-student" and r["assignment"] == assignment]
         assert len(broken) == len(exercises(assignment)) and all("not a valid notebook" in r["message"] for r in broken)
-        page = (tmp_path / "feedback" / "partial-student" / f"{assignment}.html").read_text()
+        page = (out / "feedback" / "partial-student" / f"{assignment}.html").read_text()
         assert "expected" in page and "BEGIN" not in page
     assert "Class summary" in result.stdout
-    summary = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    summary = list(csv.DictReader(open(out / "summary.csv")))
     assert len(summary) == sum(len(exercises(a)) for a in assignments())
     assert all(row["students"] == "3" and row["not_graded"] == "1" for row in summary)
 
 
-def test_a_second_run_writes_the_same_bytes(tmp_path):
-    for out in ("a", "b"):
-        run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path / out, "--quiet")
-    assert (tmp_path / "a" / "grades.csv").read_bytes() == (tmp_path / "b" / "grades.csv").read_bytes()
+def test_a_second_run_writes_the_same_bytes(samples_graded, tmp_path):
+    _, first = samples_graded
+    run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path, "--quiet")
+    assert (tmp_path / "grades.csv").read_bytes() == (first / "grades.csv").read_bytes()
 
 
 def grade(tmp_path, replacements, limits=Limits()):

@@ -306,9 +306,9 @@ def graph_leaves_adjacency(student, rng):
                           "(`|` and torch.eye make new ones; torch.as_tensor returns the very tensor it is given)")
 
 
-def _expect_gradients(student, class_name, init, x):
-    """`class_name(*init)`'s output on `x`, summed and backpropagated in the student's process,
-    leaves a gradient on every parameter."""
+def _expect_gradients(student, class_name, init, x, name="x"):
+    """`class_name(*init)`'s output on `x` (called `name`), summed and backpropagated in the
+    student's process, leaves a gradient on every parameter."""
     label = f"{class_name}{init}"
     module = student.call(class_name, *init, keep=True, _label=label)
     out = student.call(module, x, keep=True, _label=label)
@@ -318,12 +318,12 @@ def _expect_gradients(student, class_name, init, x):
     except StudentError as error:
         raise CheckFailure(f"{error}: no gradient reaches any parameter through forward") from None
     missing = []
-    for name in student.call(module, method="state_dict"):
-        parameter = student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
-        if student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{name}.grad") is None:
-            missing.append(name)
+    for key in student.call(module, method="state_dict"):
+        parameter = student.call(module, key, method="get_parameter", keep=True, _label=f"{label}.{key}")
+        if student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{key}.grad") is None:
+            missing.append(key)
     if missing:
-        raise CheckFailure(f"{label}, on x {describe(x)}: after its output's sum().backward(), {', '.join(missing)} "
+        raise CheckFailure(f"{label}, on {name} {describe(x)}: after its output's sum().backward(), {', '.join(missing)} "
                            "got no gradient: training could never change them. Compute forward with gradients on: "
                            "no torch.no_grad(), .detach() or .data on the way from a parameter to the output")
 
@@ -336,7 +336,7 @@ def layer_gradients(student, rng):
 @stated("05-self-masked", "TinyLM", "trainable: sum(logits).backward() gives every parameter a gradient")
 def lm_gradients(student, rng):
     import torch
-    _expect_gradients(student, "TinyLM", (11, 12, 2, 2, 10), torch.from_numpy(rng.integers(0, 11, size=(2, 6))))
+    _expect_gradients(student, "TinyLM", (11, 12, 2, 2, 10), torch.from_numpy(rng.integers(0, 11, size=(2, 6))), "tokens")
 
 
 @stated("05-self-masked", "generate", "under torch.no_grad(): the logits it returns carry no gradient graph, with "

@@ -237,10 +237,6 @@ def _unchanged(student, module, x, change, label, what, hint):
                            f"tensors of the model it was copied from, not copies of them. {hint}")
 
 
-COPY_HINT = ("Copy the values (load_state_dict, or proj.weight.copy_(w) under torch.no_grad()); nn.Parameter(w), "
-             "w.detach() and .data keep the storage of w")
-
-
 @stated("04-multi-head", "mha_from_torch", "a copy: loading new parameters into m afterwards does not change the "
         "module mha_from_torch(m) returned")
 def from_torch_copies(student, rng):
@@ -254,7 +250,9 @@ def from_torch_copies(student, rng):
     student.call(m, first, method="load_state_dict")
     mine = student.call("mha_from_torch", m, keep=True, _label=f"mha_from_torch(m = {label})")
     _unchanged(student, mine, _tensor(rng, (2, 4, dim)), lambda: student.call(m, second, method="load_state_dict"),
-               f"mha_from_torch(m = {label})", "m.load_state_dict(new parameters)", COPY_HINT)
+               f"mha_from_torch(m = {label})", "m.load_state_dict(new parameters)",
+               "Copy the values (load_state_dict, or proj.weight.copy_(w) under torch.no_grad()): nn.Parameter(w), "
+               "w.detach() and .data keep the storage of w, a view of m's in_proj_weight")
 
 
 @stated("04-multi-head", "mha_from_bert", "a copy: changing the model the state came from does not change the "

@@ -156,7 +156,8 @@ def nw_identity(student, ref, rng):
                  "nw_attention_weights(queries, keys, 0.6) @ y should equal Gaussian Nadaraya-Watson at h = 0.6")
 
 
-@check("nw_attention_weights", "stable: h = 1e-3 gives the nearest key's one-hot weights (no NaN), h = 1e6 uniform ones")
+@check("nw_attention_weights", "stable: h = 1e-3 gives the nearest key's one-hot weights (no NaN) in every row, each "
+       "shifted by its own max, a tie shared; h = 1e6 uniform ones")
 def nw_weights_limits(student, ref, rng):
     x = np.arange(8.0)
     same(student, ref, "nw_attention_weights", x + 0.3, x, 1e-3, atol=1e-12,

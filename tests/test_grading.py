@@ -4,9 +4,10 @@ its own exercise and nowhere else, and nbgrader's points equal the autograder's,
 exercise.
 
 The autograder grades every wrong implementation, one per notebook. nbgrader, ten times slower,
-grades the reference, untouched and alternative notebooks and two *mixed* ones, which hold a
-wrong implementation of every other exercise (between them, one of each exercise): they show
-that both graders give the same points to the same bugs without a notebook per bug."""
+grades the reference and untouched notebooks and two *mixed* ones, which hold a wrong
+implementation of every other exercise and the alternative solution of the rest (between them,
+one of each): they show that both graders give the same points to the same bugs, and full marks
+to the same differently written answers, without a notebook per bug."""
 import csv
 import re
 import shutil
@@ -25,13 +26,18 @@ MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in ca
            for name in variants]
 
 
-NBGRADER_STUDENTS = ["reference", "untouched", "alternative", "mixed-0", "mixed-1"]
+NBGRADER_STUDENTS = ["reference", "untouched", "mixed-0", "mixed-1"]
 
 
 def mixed_bugs(a, parity):
     """The first wrong implementation of every other exercise, starting at exercise `parity`."""
     return {exercise: next(iter(variants.values()))
             for exercise, variants in list(catalogue(a).WRONG.items())[parity::2]}
+
+
+def mixed(a, parity):
+    """The alternative solution of every exercise, then mixed_bugs(a, parity) in place of some."""
+    return {**catalogue(a).ALTERNATIVE, **mixed_bugs(a, parity)}
 
 
 def build_submissions(root):
@@ -41,7 +47,7 @@ def build_submissions(root):
         write(student_notebook(a), root / "untouched" / a / name)
         write(filled_notebook(a, catalogue(a).ALTERNATIVE), root / "alternative" / a / name)
         for parity in (0, 1):
-            write(filled_notebook(a, mixed_bugs(a, parity)), root / f"mixed-{parity}" / a / name)
+            write(filled_notebook(a, mixed(a, parity)), root / f"mixed-{parity}" / a / name)
         for _, exercise, variant in (m for m in MUTANTS if m[0] == a):
             source = catalogue(a).WRONG[exercise][variant]
             write(filled_notebook(a, {exercise: source}), root / student_id(exercise, variant) / a / name)
@@ -103,7 +109,11 @@ def full_marks(a):
 def test_reference_and_alternative_score_full_marks(assignment, autograder_points, nbgrader_points):
     for student in ("reference", "alternative"):
         assert autograder_points[student, assignment] == full_marks(assignment), student
-        assert nbgrader_points[student, assignment] == pytest.approx(full_marks(assignment)), student
+    assert nbgrader_points["reference", assignment] == pytest.approx(full_marks(assignment))
+    for parity in (0, 1):  # nbgrader sees the alternative solutions in the mixed notebooks
+        right = {e: p for e, p in full_marks(assignment).items() if e not in mixed_bugs(assignment, parity)}
+        got = nbgrader_points[f"mixed-{parity}", assignment]
+        assert {e: got[e] for e in right} == pytest.approx(right), f"mixed-{parity}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -460,28 +460,36 @@ def tiled_dtypes(student, rng):
 
 
 MEMORY_N, MEMORY_D, MEMORY_BLOCK = 8192, 16, 256
+MEMORY_TRIES = 3
 
 
 @stated("07-flash-tiling", "tiled_attention", "holds one block_q x block_k tile of scores at a time (N = 8192: under "
         "6 MB)", weight=2)
 def tiled_memory(student, rng):
-    warm_up, (q, k, v) = ([_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3)] for _ in range(2))
     label = (f"tiled_attention(q, k, v of shape (1, {MEMORY_N}, {MEMORY_D}), float32, block_q={MEMORY_BLOCK}, "
              f"block_k={MEMORY_BLOCK})")
-    # a first call, not measured, pays for torch's one-time buffers; the measured one gets new inputs
-    student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
-    got, raised = student.measured_call("tiled_attention", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK,
-                                        _time_limit=60, _label=label)
-    expect_attention(got, q, k, v, label, rtol=1e-4, atol=1e-5)
     output = MEMORY_N * MEMORY_D * 4 + MEMORY_N * 4
     tile = MEMORY_BLOCK * MEMORY_BLOCK * 4
     allowed = 4 * output + 16 * tile  # the result, its copies on the way back, and a few tiles' work
-    if raised > allowed:
+    # a first call, not measured, pays for torch's one-time buffers; each measured one gets new inputs
+    warm_up = [_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3)]
+    student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
+    # Up to three measurements, the lowest kept: a collection of earlier garbage during a call, seen
+    # by the watcher on a busy machine, reads as a rise of a few MB; a whole matrix is there every time.
+    rises = []
+    while len(rises) < MEMORY_TRIES and (not rises or min(rises) > allowed):
+        q, k, v = (_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3))
+        got, raised = student.measured_call("tiled_attention", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK,
+                                            _time_limit=60, _label=label)
+        expect_attention(got, q, k, v, label, rtol=1e-4, atol=1e-5)
+        rises.append(raised)
+    if min(rises) > allowed:
         raise CheckFailure(
-            f"{label} raised the memory your notebook's processes hold by {raised / 2**20:.1f} MB; allowed "
-            f"{allowed / 2**20:.1f} MB (the output and its copies, and 16 tiles of {tile / 2**20:.2f} MB). The "
-            f"full matrix of scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query block against all keys "
-            f"{MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each query block")
+            f"{label} raised the memory your notebook's processes hold by {min(rises) / 2**20:.1f} MB (the lowest of "
+            f"{len(rises)} calls); allowed {allowed / 2**20:.1f} MB (the output and its copies, and 16 tiles of "
+            f"{tile / 2**20:.2f} MB). The full matrix of scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query "
+            f"block against all keys {MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each "
+            "query block")
 
 
 # ---- chapter 7: the caller's arrays -----------------------------------------------------------
@@ -518,3 +526,96 @@ def tiled_leaves_inputs(student, rng):
     _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), "tiled_attention(q, k, v of shapes "
                       "(2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, causal=True)",
                       block_q=8, block_k=8, causal=True)
+
+
+# ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
+
+@stated("08-transformer", "apply_rope", "returns a new tensor: the caller's x is left as it was (heads, float32 and "
+        "float64)", weight=0.5)
+def rope_leaves_x(student, rng):
+    import torch
+    for dtype in (torch.float32, torch.float64):
+        x = _tensor(rng, (2, 3, 5, 8), dtype)
+        _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), f"apply_rope(x "
+                          f"{describe(x)}, positions {describe(torch.arange(5))})", hint="return a new tensor "
+                          "(torch.cat of the rotated halves), not x with its halves written over (x[..., :half] = ...)")
+
+
+GRADIENT_STEP = 1e-6  # central differences in float64: error about 1e-12 against the gradient's 1e-6 tolerance
+
+
+def _expect_true_gradients(student, rng, class_name, init, x):
+    """`class_name(*init).double()`, holding parameters drawn here: the gradient backward gives for
+    (r * output).sum(), parameter by parameter, equals the derivative of the module's own forward
+    along a random direction (central differences). No reference is needed: a detached path, a
+    parameter under torch.no_grad(), or a buffer where a parameter is stated, shows."""
+    import torch
+    label = f"{class_name}{init}.double()"
+    made = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
+    module = student.call(made, method="double", keep=True, _label=label)
+    state = {name: _tensor(rng, tuple(np.shape(value)), torch.float64, scale=0.5)
+             for name, value in student.call(module, method="state_dict").items()}
+    names = list(state)
+    student.call(module, state, method="load_state_dict")
+    r = _tensor(rng, tuple(x.shape), torch.float64)
+    what = f"{label} with parameters the grader loaded into it, on x {describe(x)}: (r * output).sum().backward()"
+    out = student.call(module, x, keep=True, _label=label)
+    loss = student.call(student.call(out, r, method="mul", keep=True, _label=f"{label}(x) * r"), method="sum",
+                        keep=True, _label=f"({label}(x) * r).sum()")
+    try:
+        student.call(loss, method="backward", _label=what)
+        grads = {}
+        for name in names:
+            parameter = student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
+            grads[name] = student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{name}.grad")
+    except StudentError as error:
+        raise CheckFailure(f"{error}: training needs the gradient of every parameter (a parameter is an nn.Parameter, "
+                           "not a buffer; no torch.no_grad(), .detach() or .data between it and the output)") from None
+    missing = [n for n, g in grads.items() if g is None]
+    if missing:
+        raise CheckFailure(f"{what}: {', '.join(missing)} got no gradient, so training could never change "
+                           f"{'it' if len(missing) == 1 else 'them'}. No torch.no_grad(), .detach() or .data on the "
+                           "way from a parameter to the output")
+    for name in names:
+        direction = _tensor(rng, tuple(state[name].shape), torch.float64)
+        values = []
+        for sign in (1, -1):
+            student.call(module, {**state, name: state[name] + sign * GRADIENT_STEP * direction}, method="load_state_dict")
+            values.append(float((torch.as_tensor(np.asarray(student.call(module, x, _label=label))) * r).sum()))
+        student.call(module, state, method="load_state_dict")
+        numeric = (values[0] - values[1]) / (2 * GRADIENT_STEP)
+        analytic = float((torch.as_tensor(np.asarray(grads[name])) * direction).sum())
+        if not math.isclose(analytic, numeric, rel_tol=1e-5, abs_tol=1e-7):
+            raise CheckFailure(f"{what}: the gradient of {name} is not the derivative of your forward (along a random "
+                               f"direction: {analytic:.8g} by backward, {numeric:.8g} by moving {name} a little). A "
+                               ".detach() or torch.no_grad() cuts a path on the way from it to the output")
+
+
+@stated("08-transformer", "GroupedQueryAttention", "trainable: backward gives every parameter the gradient of forward "
+        "(no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
+def gqa_gradients(student, rng):
+    import torch
+    _expect_true_gradients(student, rng, "GroupedQueryAttention", (8, 4, 2), _tensor(rng, (2, 4, 8), torch.float64))
+
+
+@stated("08-transformer", "DecoderBlock", "trainable: backward gives every parameter of the block, the norms' weights "
+        "included, the gradient of forward (no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
+def block_gradients(student, rng):
+    import torch
+    _expect_true_gradients(student, rng, "DecoderBlock", (8, 2, 1, 12), _tensor(rng, (2, 3, 8), torch.float64))
+
+
+@stated("08-transformer", "DecoderBlock", "RMSNorm(dim) as built: weight initialised to ones, eps 1e-6 by default "
+        "(inputs of about 1e-3, where eps counts)", weight=0.5)
+def rms_norm_as_built(student, rng):
+    import torch
+    for dtype in (torch.float32, torch.float64):
+        x = _tensor(rng, (3, 6), dtype, scale=1e-3)
+        got = student.call("RMSNorm", 6, keep=True, _label="RMSNorm(6)")
+        got = torch.as_tensor(np.asarray(student.call(got, x, _label="RMSNorm(6)")))
+        expected = x.double() / torch.sqrt(x.double().pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+        if got.dtype != dtype or not _close(got, expected, 1e-5 if dtype == torch.float32 else 1e-9, 0.0):
+            raise CheckFailure(f"RMSNorm(6), as built, on x {describe(x)}: got {describe(got)}"
+                               + (f" ({got.flatten()[:3].tolist()} ...)" if got.shape == x.shape else "")
+                               + f", expected x / sqrt(mean(x^2) + 1e-6) ({expected.flatten()[:3].tolist()} ...), "
+                               f"{str(dtype)[6:]}: weight starts at ones (torch.ones(dim)), eps defaults to 1e-6")

@@ -13,7 +13,7 @@ import torch
 
 from .. import notebook
 from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true,
-                   module_pair, padding_mask, plain, same, tensor)
+                   module_pair, padding_mask, plain, same, stated_checks, tensor)
 
 ASSIGNMENT = "08-transformer"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
@@ -26,6 +26,9 @@ equals("sinusoidal_positions", "float32 (n, dim): sin at even features, cos at o
 
 equals("sinusoidal_positions", "another base", "sinusoidal_positions",
        lambda rng: [call(6, 8, base=100.0), call(4, 4, base=2.0)], atol=1e-5)
+
+equals("sinusoidal_positions", "a long sequence, 4,096 positions: angles computed in float64 (in float32, position "
+       "* frequency is off by 1e-4 there)", "sinusoidal_positions", lambda rng: [call(4096, 8)], atol=1e-5, weight=0.5)
 
 
 # ---- apply_rope -------------------------------------------------------------------------------
@@ -41,6 +44,12 @@ def rope_cases(rng):
 
 equals("apply_rope", "the halves convention (feature i with i + d_h/2), angle position * base^(-2i/d_h): heads "
        "(B, H, N, d_h), no batch, positions (B, 1, N), float64 kept, another base", "apply_rope", rope_cases, **FLOAT32)
+
+equals("apply_rope", "float32 x at positions up to 100,000 (a long context): angles computed in float64, then cos "
+       "and sin converted", "apply_rope", lambda rng: [call(tensor(rng, (2, 6, 16)), torch.from_numpy(
+           rng.integers(0, 100_000, size=6)))], weight=0.5, **FLOAT32)
+
+stated_checks("apply_rope")  # the caller's x left as it was: autograder/stated.py
 
 
 @check("apply_rope", "relative: the scores of rotated queries and keys are unchanged when every position shifts by "
@@ -110,6 +119,9 @@ def gqa_options(student, ref, rng):
     same(student, ref, pair, tensor(rng, (2, 4, 12), torch.float64))
 
 
+stated_checks("GroupedQueryAttention")  # the gradient of forward reaches every parameter: autograder/stated.py
+
+
 def span(start, stop):
     return f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
 
@@ -172,11 +184,14 @@ def block_parameters(student, ref, rng):
     expect_parameters(student, ref, "DecoderBlock", 12, 3, 1, 20)
 
 
-@check("DecoderBlock", "the outputs: pre-norm residuals, SiLU on the gate branch; rope_base and eps passed on, a "
-       "padding mask, float64 (module.double())", weight=1.5)
+@check("DecoderBlock", "the outputs: pre-norm residuals, SiLU on the gate branch; positions, rope_base and eps "
+       "passed on (the default eps on inputs of about 1e-3, where it counts), a padding mask, float64 "
+       "(module.double())", weight=1.5)
 def block_outputs(student, ref, rng):
     pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
     same(student, ref, pair, tensor(rng, (2, 5, 16)), **FLOAT32)
+    same(student, ref, pair, tensor(rng, (2, 5, 16), scale=1e-3), **FLOAT32)
+    same(student, ref, pair, tensor(rng, (2, 5, 16)), torch.from_numpy(rng.integers(0, 30, size=(2, 5))), **FLOAT32)
     same(student, ref, pair, tensor(rng, (3, 5, 16)), None, padding_mask(rng, (3, 1, 1, 5)), **FLOAT32)
     pair = module_pair(student, ref, "DecoderBlock", 12, 3, 1, 20, 50.0, 0.5, rng=rng, scale=0.5)
     same(student, ref, pair, tensor(rng, (2, 4, 12), scale=0.3), **FLOAT32)
@@ -189,6 +204,9 @@ def block_outputs(student, ref, rng):
 def block_cache(student, ref, rng):
     pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
     fed_in_pieces(student, pair, tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)), "pass the cache to the attention")
+
+
+stated_checks("DecoderBlock")  # RMSNorm as built; the gradient of forward reaches every parameter: autograder/stated.py
 
 
 # ---- block_from_llama -------------------------------------------------------------------------
@@ -238,6 +256,12 @@ def llama_output(layer, rotary, x, allowed):
 
 def student_block(student, index):
     """The student's block_from_llama(stand-in of CONFIGS[index]'s layer): (a Handle, the layer, its rotary, label)."""
+    standin, layer, rotary, label = llama_standin(student, index)
+    return student.call("block_from_llama", standin, keep=True, _label=label), layer, rotary, label
+
+
+def llama_standin(student, index):
+    """(the stand-in of CONFIGS[index]'s layer in the student's process, the layer, its rotary, label)."""
     try:
         layer, rotary, sizes = llama_layer(index)
     except ImportError as error:
@@ -246,7 +270,7 @@ def student_block(student, index):
     student.process.use_known_good(sources + [STANDIN], names + ["_LlamaLayer"])
     standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
     label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {CONFIGS[index]},"
-    return student.call("block_from_llama", standin, keep=True, _label=label), layer, rotary, label
+    return standin, layer, rotary, label
 
 
 def causal(batch, n):
@@ -285,6 +309,24 @@ def llama_cache(student, ref, rng):
         got = student.call(block, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
         expect_same(got, plain(expected[:, start:stop]), f"{label}, fed x {describe(x)} in pieces through one KVCache: "
                     f"outputs {span(start, stop)}, against the layer on the whole sequence", rtol=1e-5, atol=1e-5)
+
+
+@check("block_from_llama", "a copy: changing the layer's tensors afterwards leaves the block's outputs as they were",
+       weight=0.5)
+def llama_copied(student, ref, rng):
+    standin, layer, rotary, label = llama_standin(student, 0)
+    block = student.call("block_from_llama", standin, keep=True, _label=label)
+    x = tensor(rng, (2, 4, 16))
+    expected = llama_output(layer, rotary, x, causal(2, 4))
+    state = student.call(standin, method="state_dict", keep=True, _label="layer.state_dict()")
+    for name in layer.state_dict():
+        tensor_ = student.call(state, name, method="__getitem__", keep=True, _label=f"layer.state_dict()[{name!r}]")
+        student.call(tensor_, method="zero_", _label=f"layer.state_dict()[{name!r}].zero_()")
+    got = student.call(block, x, _label=label)
+    expect_same(got, plain(expected), f"{label} on x {describe(x)}, after the layer's tensors were set to zero: your "
+                "block holds the layer's own tensors (nn.Parameter(t), t.data and t.detach() keep t's storage), not "
+                "copies of them. Copy the values (load_state_dict, or p.copy_(t) under torch.no_grad())",
+                rtol=1e-5, atol=1e-5)
 
 
 # ---- every exercise on another device -----------------------------------------------------------

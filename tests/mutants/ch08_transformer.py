@@ -102,6 +102,12 @@ def block_from_llama(layer):
 '''
 
 
+def _edit(source, old, new):
+    """`source` with `old` (which must be there) replaced by `new`: one bug in a correct solution."""
+    assert old in source, old
+    return source.replace(old, new)
+
+
 WRONG = {
     "sinusoidal_positions": {
         "sines_then_cosines": '''
@@ -109,10 +115,22 @@ def sinusoidal_positions(n, dim, base=10000.0):
     angle = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     return torch.cat([angle.sin(), angle.cos()], dim=-1).float()
 ''',
+        "angles_in_float32": '''
+def sinusoidal_positions(n, dim, base=10000.0):
+    angle = torch.arange(n, dtype=torch.float32)[:, None] * base ** (-torch.arange(0, dim, 2) / dim)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+''',
     },
     "apply_rope": {
         "interleaved_pairs": _rope(pairs="interleaved"),
         "theta_exponent_without_2": _rope(exponent="-torch.arange(half, dtype=torch.float64, device=x.device) / x.shape[-1]"),
+        "angles_in_the_dtype_of_x": _edit(_rope(exponent="-2 * torch.arange(half, dtype=x.dtype, device=x.device) / x.shape[-1]"),
+                                          "dtype=torch.float64)[..., None]", "dtype=x.dtype)[..., None]"),
+        "rotates_x_in_place": _edit(_rope(), """x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)""", """x1, x2 = x[..., :half].clone(), x[..., half:].clone()
+    x[..., :half] = x1 * cos - x2 * sin
+    x[..., half:] = x2 * cos + x1 * sin
+    return x"""),
     },
     "alibi_bias": {
         "slopes_for_power_of_two_only": '''
@@ -130,6 +148,11 @@ def alibi_bias(num_heads, n_q, n_k):
         "causal_mask_left_on_the_cpu": _gqa(causal=""),
         "keys_rotated_after_caching":
             _gqa(rotate_k=False, after_cache="\n        k = apply_rope(k, positions, self.rope_base)"),
+        "rotations_under_no_grad": _edit(_gqa(), """        q = apply_rope(split_heads(self.q_proj(x), self.num_heads), positions, self.rope_base)
+        k = apply_rope(split_heads(self.k_proj(x), self.num_kv_heads), positions, self.rope_base)""",
+                                         """        q, k = split_heads(self.q_proj(x), self.num_heads), split_heads(self.k_proj(x), self.num_kv_heads)
+        with torch.no_grad():  # the rotation has no parameters to learn
+            q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)"""),
     },
     "kv_cache_bytes": {
         "keys_only": '''
@@ -141,11 +164,22 @@ def kv_cache_bytes(num_layers, num_kv_heads, head_dim, tokens, batch=1, bytes_pe
         "rms_norm_subtracts_the_mean": _block(norm="(x - x.mean(dim=-1, keepdim=True)) * torch.rsqrt("
                                                    "x.var(dim=-1, unbiased=False, keepdim=True) + self.eps)"),
         "silu_on_the_up_branch": _block(mlp="self.gate_proj(h) * F.silu(self.up_proj(h))"),
+        "default_eps_1e_5": _block().replace("eps=1e-6", "eps=1e-5"),
+        "norm_weight_starts_at_zero": _edit(_block(), "torch.ones(dim)", "torch.zeros(dim)"),
+        "norm_weight_a_buffer": _edit(_block(), "self.weight = nn.Parameter(torch.ones(dim))",
+                                      'self.register_buffer("weight", torch.ones(dim))'),
+        "rms_detached": _block(norm="x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps).detach()"),
+        "positions_not_passed_on": _edit(_block(), "self.attention(self.attn_norm(x), positions, mask, cache)",
+                                         "self.attention(self.attn_norm(x), mask=mask, cache=cache)"),
     },
     "block_from_llama": {
         "default_eps_and_rope_base": _from_llama(sizes="10000.0"),
         "norms_swapped": _from_llama(renamed='{"input_layernorm.": "mlp_norm.", "self_attn.": "attention.", '
                                              '"post_attention_layernorm.": "attn_norm.", "mlp.": ""}'),
+        "parameters_share_the_layers_tensors": _edit(_from_llama(), "    block.load_state_dict(state)\n", """    for name, value in state.items():  # nn.Parameter(value) keeps value's storage: no copy
+        module_name, _, attribute = name.rpartition(".")
+        setattr(block.get_submodule(module_name), attribute, nn.Parameter(value))
+"""),
     },
 }
 

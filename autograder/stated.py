@@ -619,3 +619,97 @@ def rms_norm_as_built(student, rng):
                                + (f" ({got.flatten()[:3].tolist()} ...)" if got.shape == x.shape else "")
                                + f", expected x / sqrt(mean(x^2) + 1e-6) ({expected.flatten()[:3].tolist()} ...), "
                                f"{str(dtype)[6:]}: weight starts at ones (torch.ones(dim)), eps defaults to 1e-6")
+
+
+# ---- chapter 8: the rules of the text, on the student's own modules -------------------------------
+
+@stated("08-transformer", "apply_rope", "relative: the scores of rotated queries and keys are unchanged when every "
+        "position shifts by the same amount", weight=0.5)
+def rope_relative(student, rng):
+    import torch
+    n, d_h = 6, 8
+    q, k = _tensor(rng, (n, d_h), torch.float64), _tensor(rng, (n, d_h), torch.float64)
+    scores = []
+    for shift in (0, 13):
+        positions = torch.arange(n) + shift
+        rotated_q = torch.as_tensor(np.asarray(student.call("apply_rope", q, positions)))
+        rotated_k = torch.as_tensor(np.asarray(student.call("apply_rope", k, positions)))
+        if rotated_q.shape != q.shape:
+            raise CheckFailure(f"apply_rope(x {describe(q)}, positions): expected shape {tuple(q.shape)}, got "
+                               f"{tuple(rotated_q.shape)}")
+        scores.append(rotated_q @ rotated_k.T)
+    if not torch.allclose(scores[0], scores[1], atol=1e-9):
+        raise CheckFailure("apply_rope: q_m . k_n changes when both positions m and n are shifted by 13 (largest change "
+                           f"{(scores[0] - scores[1]).abs().max():.2e}): rotate each pair by position * theta_i, the "
+                           "same angle for the query and the key at one position")
+
+
+def _expect_state(student, class_name, init, expected):
+    """`class_name(*init)` holds exactly the tensors `expected` ({name: shape}), as the text lists them."""
+    handle = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
+    state = student.call(handle, method="state_dict", _label=f"{class_name}{init}")
+    found = {n: tuple(np.shape(v)) for n, v in state.items()} if isinstance(state, dict) else state
+    if found != expected:
+        raise CheckFailure(f"{class_name}{init} should have the parameters {expected} (name: shape), found {found}")
+
+
+def _attention_shapes(dim, heads, kv_heads, prefix=""):
+    d_h = dim // heads
+    return {f"{prefix}q_proj.weight": (heads * d_h, dim), f"{prefix}k_proj.weight": (kv_heads * d_h, dim),
+            f"{prefix}v_proj.weight": (kv_heads * d_h, dim), f"{prefix}o_proj.weight": (dim, heads * d_h)}
+
+
+@stated("08-transformer", "GroupedQueryAttention", "q_proj (D, H*d_h), k_proj and v_proj (D, G*d_h), o_proj: no "
+        "biases, no other parameter", weight=0.5)
+def gqa_parameters(student, rng):
+    for dim, heads, kv_heads in ((16, 4, 2), (12, 3, 1)):
+        _expect_state(student, "GroupedQueryAttention", (dim, heads, kv_heads), _attention_shapes(dim, heads, kv_heads))
+
+
+@stated("08-transformer", "DecoderBlock", "attn_norm, attention, mlp_norm, gate_proj, up_proj, down_proj, and no "
+        "other parameter", weight=0.5)
+def block_parameters(student, rng):
+    for dim, heads, kv_heads, hidden in ((16, 4, 2, 24), (12, 3, 1, 20)):
+        _expect_state(student, "DecoderBlock", (dim, heads, kv_heads, hidden),
+                      {"attn_norm.weight": (dim,), **_attention_shapes(dim, heads, kv_heads, "attention."),
+                       "mlp_norm.weight": (dim,), "gate_proj.weight": (hidden, dim), "up_proj.weight": (hidden, dim),
+                       "down_proj.weight": (dim, hidden)})
+
+
+def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint):
+    """`class_name(*init)`, holding parameters drawn here, fed x in `pieces` through one KVCache, gives
+    what the same module gives for x fed whole: the rule of the text, on the student's own module
+    (a bug outside the cache is charged by the checks of the whole outputs, not here)."""
+    import torch
+    label = f"{class_name}{init} with parameters the grader loaded into it"
+    module = student.call(class_name, *init, keep=True, _label=label)
+    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(module, method="state_dict").items()}
+    student.call(module, state, method="load_state_dict")
+    expected = torch.as_tensor(np.asarray(student.call(module, x, _label=label)))
+    cache = student.call("KVCache", keep=True, _label="KVCache()")
+    for start, stop in pieces:
+        got = student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
+        got = torch.as_tensor(np.asarray(got))
+        want = expected[:, start:stop]
+        if not _close(got, want, 1e-4, 1e-5):
+            shown = (f"largest difference {(got - want).abs().max():.3g}" if got.shape == want.shape
+                     else f"shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+            outputs = f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
+            raise CheckFailure(f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {outputs} differ "
+                               f"from your module's on x fed whole ({shown}; tolerance rtol=1e-4, atol=1e-5): {hint}")
+
+
+@stated("08-transformer", "GroupedQueryAttention", "with a KVCache: a sequence fed in pieces (3 tokens, then 1, then 2) "
+        "gives the outputs of the whole sequence fed without a cache (keys rotated before they are cached, positions "
+        "continue after the cached tokens)", weight=1.5)
+def gqa_cache(student, rng):
+    _fed_in_pieces(student, rng, "GroupedQueryAttention", (16, 4, 2), _tensor(rng, (2, 6, 16)), ((0, 3), (3, 4), (4, 6)),
+                   "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, then "
+                   "append them")
+
+
+@stated("08-transformer", "DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence fed "
+        "without a cache", weight=0.5)
+def block_cache(student, rng):
+    _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)),
+                   "pass the cache to the attention")

@@ -713,3 +713,43 @@ def gqa_cache(student, rng):
 def block_cache(student, rng):
     _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)),
                    "pass the cache to the attention")
+
+
+# ---- chapter 8: angles in float64, as the texts say -------------------------------------------------
+
+def _expect_formula(got, expected, what, rtol, atol, hint):
+    import torch
+    got = torch.as_tensor(np.asarray(got))
+    if got.dtype != torch.float32 or got.shape != expected.shape:
+        raise CheckFailure(f"{what}: expected float32 {tuple(expected.shape)}, got {got.dtype} {tuple(got.shape)}")
+    if not _close(got, expected, rtol, atol):
+        bad = ~torch.isclose(got.double(), expected, rtol=rtol, atol=atol)
+        index = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise CheckFailure(f"{what}: value at index {list(index)} is {got[index].item():.9g}, expected "
+                           f"{expected[index].item():.9g} ({int(bad.sum())} of {bad.numel()} entries differ; tolerance "
+                           f"rtol={rtol:g}, atol={atol:g}): {hint}")
+
+
+@stated("08-transformer", "sinusoidal_positions", "a long sequence, 4,096 positions: angles computed in float64 (in "
+        "float32, position * frequency is off by 1e-4 there)", weight=0.5)
+def sinusoidal_long(student, rng):
+    import torch
+    n, dim = 4096, 8
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    expected = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    _expect_formula(student.call("sinusoidal_positions", n, dim), expected, f"sinusoidal_positions({n}, {dim})", 1e-5,
+                    1e-5, "compute position * base^(-2i/dim) in float64 (torch.arange(n, dtype=torch.float64)), and "
+                    "convert to float32 only at the end")
+
+
+@stated("08-transformer", "apply_rope", "float32 x at positions up to 100,000 (a long context): angles computed in "
+        "float64, then cos and sin converted", weight=0.5)
+def rope_long(student, rng):
+    import torch
+    x, positions = _tensor(rng, (2, 6, 16)), torch.from_numpy(rng.integers(0, 100_000, size=6))
+    angle = positions.double()[:, None] * 10000.0 ** (-2 * torch.arange(8, dtype=torch.float64) / 16)
+    x1, x2 = x[..., :8].double(), x[..., 8:].double()
+    expected = torch.cat([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], dim=-1)
+    _expect_formula(student.call("apply_rope", x, positions), expected, f"apply_rope(x {describe(x)}, positions "
+                    f"{describe(positions)})", 1e-4, 1e-5, "compute the angles position * theta_i in float64, then "
+                    "convert cos and sin to x's dtype (in float32, the angles are off by 1e-4 at these positions)")

@@ -753,3 +753,35 @@ def rope_long(student, rng):
     _expect_formula(student.call("apply_rope", x, positions), expected, f"apply_rope(x {describe(x)}, positions "
                     f"{describe(positions)})", 1e-4, 1e-5, "compute the angles position * theta_i in float64, then "
                     "convert cos and sin to x's dtype (in float32, the angles are off by 1e-4 at these positions)")
+
+
+@stated("08-transformer", "DecoderBlock", "the formula of the text, on the block's own parameters and attention: "
+        "x + attention(attn_norm(x)), then that plus down(SiLU(gate(h)) * up(h)) with h its mlp_norm", weight=0.5)
+def block_formula(student, rng):
+    import torch
+    import torch.nn.functional as F
+    dim, heads, kv_heads, hidden = 8, 2, 1, 12
+    label = f"DecoderBlock{(dim, heads, kv_heads, hidden)} with parameters the grader loaded into it"
+    block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
+    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(block, method="state_dict").items()}
+    student.call(block, state, method="load_state_dict")
+    needed = ("attn_norm.weight", "mlp_norm.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+    if any(name not in state for name in needed):
+        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in needed if n not in state)}")
+    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    x = _tensor(rng, (2, 4, dim))
+    attention = student.call(block, "attention", method="get_submodule", keep=True, _label=f"{label}.attention")
+    normed = norm(x, state["attn_norm.weight"])
+    middle = x + torch.as_tensor(np.asarray(student.call(attention, normed, _label=f"{label}.attention")))
+    h = norm(middle, state["mlp_norm.weight"])
+    expected = middle + F.linear(F.silu(F.linear(h, state["gate_proj.weight"])) * F.linear(h, state["up_proj.weight"]),
+                               state["down_proj.weight"])
+    got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
+    if not _close(got, expected, 1e-4, 1e-5):
+        shown = (f"largest difference {(got - expected).abs().max():.3g}" if got.shape == expected.shape
+                 else f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+        raise CheckFailure(f"{label}, on x {describe(x)}: not x + attention(attn_norm(x)), then that plus "
+                           f"down(SiLU(gate(h)) * up(h)) with h its mlp_norm, computed here from the block's own "
+                           f"parameters and attention ({shown}; tolerance rtol=1e-4, atol=1e-5): look at the residuals "
+                           "(pre-norm: the norm's output goes into the sub-layer, its input is added to the result), "
+                           "and SiLU on the gate branch only")

@@ -3,12 +3,18 @@ a differently written correct solution full marks, every wrong implementation lo
 its own exercise and nowhere else, and nbgrader's points equal the autograder's, exercise by
 exercise.
 
-The autograder grades every wrong implementation, one per notebook. nbgrader, ten times slower,
+The autograder grades every wrong implementation, packed: a notebook holds one wrong
+implementation of every other exercise (the k-th of each), so that the exercises on both sides
+of each bug are right and show any points it costs outside its own exercise (the grader puts
+known-good code in place of the exercises already graded: a bug does not travel forward). With
+MUTANTS_ALONE=1 each wrong implementation gets a notebook of its own (five times the notebooks).
+nbgrader, ten times slower,
 grades the reference and untouched notebooks and two *mixed* ones, which hold a wrong
 implementation of every other exercise and the alternative solution of the rest (between them,
 one of each): they show that both graders give the same points to the same bugs, and full marks
 to the same differently written answers, without a notebook per bug."""
 import csv
+import os
 import re
 import shutil
 from collections import defaultdict
@@ -24,6 +30,24 @@ from autograder.notebook import exercises
 ASSIGNMENTS = assignments()
 MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in catalogue(a).WRONG.items()
            for name in variants]
+
+
+def packed(a):
+    """{student: {exercise: variant}}: the wrong implementations of `a`, one notebook each with
+    MUTANTS_ALONE=1, else the k-th variant of every other exercise (in the notebook's order) together."""
+    wrong = catalogue(a).WRONG
+    if os.environ.get("MUTANTS_ALONE") == "1":
+        return {student_id(e, v): {e: v} for e, variants in wrong.items() for v in variants}
+    order = [e.name for e in exercises(a)]
+    notebooks = {}
+    for e, variants in wrong.items():
+        for k, v in enumerate(variants):
+            notebooks.setdefault(f"wrong-{order.index(e) % 2}-{k}", {})[e] = v
+    return notebooks
+
+
+PACKED = {a: packed(a) for a in ASSIGNMENTS}
+NOTEBOOK_OF = {(a, e, v): student for a in ASSIGNMENTS for student, bugs in PACKED[a].items() for e, v in bugs.items()}
 
 
 NBGRADER_STUDENTS = ["reference", "untouched", "mixed-0", "mixed-1"]
@@ -48,9 +72,9 @@ def build_submissions(root):
         write(filled_notebook(a, catalogue(a).ALTERNATIVE), root / "alternative" / a / name)
         for parity in (0, 1):
             write(filled_notebook(a, mixed(a, parity)), root / f"mixed-{parity}" / a / name)
-        for _, exercise, variant in (m for m in MUTANTS if m[0] == a):
-            source = catalogue(a).WRONG[exercise][variant]
-            write(filled_notebook(a, {exercise: source}), root / student_id(exercise, variant) / a / name)
+        for student, bugs in PACKED[a].items():
+            sources = {e: catalogue(a).WRONG[e][v] for e, v in bugs.items()}
+            write(filled_notebook(a, sources), root / student / a / name)
 
 
 @pytest.fixture(scope="module")
@@ -125,11 +149,13 @@ def test_untouched_notebook_scores_zero(assignment, autograder_points, nbgrader_
 
 @pytest.mark.parametrize("assignment,exercise,variant", MUTANTS)
 def test_wrong_implementation_loses_points_in_its_exercise_only(assignment, exercise, variant, autograder_points):
-    got = autograder_points[student_id(exercise, variant), assignment]
+    student = NOTEBOOK_OF[assignment, exercise, variant]
+    got = autograder_points[student, assignment]
     full = full_marks(assignment)
     assert got[exercise] < full[exercise], f"{variant} keeps all the points of {exercise}"
-    others = {e: score for e, score in got.items() if e != exercise}
-    assert others == {e: full[e] for e in others}, f"{variant} of {exercise} costs points elsewhere"
+    right = {e: score for e, score in got.items() if e not in PACKED[assignment][student]}
+    assert right == {e: full[e] for e in right}, \
+        f"{variant} of {exercise} costs points elsewhere (notebook {student}: {PACKED[assignment][student]})"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -7,12 +7,12 @@ The autograder grades every wrong implementation, packed: a notebook holds one w
 implementation of every other exercise (the k-th of each), so that the exercises on both sides
 of each bug are right and show any points it costs outside its own exercise (the grader puts
 known-good code in place of the exercises already graded: a bug does not travel forward). With
-MUTANTS_ALONE=1 each wrong implementation gets a notebook of its own (five times the notebooks).
-nbgrader, ten times slower,
-grades the reference and untouched notebooks and two *mixed* ones, which hold a wrong
-implementation of every other exercise and the alternative solution of the rest (between them,
-one of each): they show that both graders give the same points to the same bugs, and full marks
-to the same differently written answers, without a notebook per bug."""
+MUTANTS_ALONE=1 each wrong implementation gets a notebook of its own (about twice the notebooks).
+
+nbgrader, ten times slower, grades the reference and untouched notebooks and two *mixed* ones,
+which hold a wrong implementation of every other exercise and the alternative solution of the
+rest (between them, one of each): they show that both graders give the same points to the same
+bugs, and full marks to the same differently written answers, without a notebook per bug."""
 import csv
 import os
 import re

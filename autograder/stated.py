@@ -304,26 +304,34 @@ def graph_leaves_adjacency(student, rng):
                           "(`|` and torch.eye make new ones; torch.as_tensor returns the very tensor it is given)")
 
 
+def _backward_gradients(student, module, loss, names, label, what):
+    """`loss.backward()` in the student's process, then {name: the .grad of `module`'s parameter
+    `name`}; a backward that fails, a name that is no parameter, or a parameter left without a
+    gradient is the student's failure, described as `what`."""
+    try:
+        student.call(loss, method="backward", _label=what)
+        grads = {name: student.call(student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}"),
+                                    "grad", method="__getattribute__", _label=f"{label}.{name}.grad") for name in names}
+    except StudentError as error:
+        raise CheckFailure(f"{error}: training needs the gradient of every parameter (a parameter is an nn.Parameter, "
+                           "not a buffer; no torch.no_grad(), .detach() or .data between it and the output)") from None
+    missing = [n for n, g in grads.items() if g is None]
+    if missing:
+        raise CheckFailure(f"{what}: {', '.join(missing)} got no gradient, so training could never change "
+                           f"{'it' if len(missing) == 1 else 'them'}. No torch.no_grad(), .detach() or .data on the "
+                           "way from a parameter to the output")
+    return grads
+
+
 def _expect_gradients(student, class_name, init, x, name="x"):
     """`class_name(*init)`'s output on `x` (called `name`), summed and backpropagated in the
     student's process, leaves a gradient on every parameter."""
     label = f"{class_name}{init}"
     module = student.call(class_name, *init, keep=True, _label=label)
     out = student.call(module, x, keep=True, _label=label)
-    loss = student.call(out, method="sum", keep=True, _label=f"{label}(x).sum()")
-    try:
-        student.call(loss, method="backward", _label=f"{label}(x).sum().backward()")
-    except StudentError as error:
-        raise CheckFailure(f"{error}: no gradient reaches any parameter through forward") from None
-    missing = []
-    for key in student.call(module, method="state_dict"):
-        parameter = student.call(module, key, method="get_parameter", keep=True, _label=f"{label}.{key}")
-        if student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{key}.grad") is None:
-            missing.append(key)
-    if missing:
-        raise CheckFailure(f"{label}, on {name} {describe(x)}: after its output's sum().backward(), {', '.join(missing)} "
-                           "got no gradient: training could never change them. Compute forward with gradients on: "
-                           "no torch.no_grad(), .detach() or .data on the way from a parameter to the output")
+    loss = student.call(out, method="sum", keep=True, _label=f"{label}({name}).sum()")
+    _backward_gradients(student, module, loss, list(student.call(module, method="state_dict")), label,
+                        f"{label} on {name} {describe(x)}: its output's sum().backward()")
 
 
 @stated("05-self-masked", "CausalSelfAttention", "trainable: sum(output).backward() gives every parameter a gradient")
@@ -562,20 +570,7 @@ def _expect_true_gradients(student, rng, class_name, init, x):
     out = student.call(module, x, keep=True, _label=label)
     loss = student.call(student.call(out, r, method="mul", keep=True, _label=f"{label}(x) * r"), method="sum",
                         keep=True, _label=f"({label}(x) * r).sum()")
-    try:
-        student.call(loss, method="backward", _label=what)
-        grads = {}
-        for name in names:
-            parameter = student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
-            grads[name] = student.call(parameter, "grad", method="__getattribute__", _label=f"{label}.{name}.grad")
-    except StudentError as error:
-        raise CheckFailure(f"{error}: training needs the gradient of every parameter (a parameter is an nn.Parameter, "
-                           "not a buffer; no torch.no_grad(), .detach() or .data between it and the output)") from None
-    missing = [n for n, g in grads.items() if g is None]
-    if missing:
-        raise CheckFailure(f"{what}: {', '.join(missing)} got no gradient, so training could never change "
-                           f"{'it' if len(missing) == 1 else 'them'}. No torch.no_grad(), .detach() or .data on the "
-                           "way from a parameter to the output")
+    grads = _backward_gradients(student, module, loss, names, label, what)
     for name in names:
         direction = _tensor(rng, tuple(state[name].shape), torch.float64)
         values = []

@@ -42,7 +42,8 @@ def discover(submissions, skip=None):
     the work; the layout is the collection's business, and the note says how to fix it); a
     student with nothing gradable gets 0 for each assignment the rest of the class handed in,
     with the reason. `skip`: a folder not to take for a student (the --out folder, if inside).
-    Raises NothingToGrade when no student has a notebook, or SUBMISSIONS holds assignment folders."""
+    A student's folder named like an assignment is a student's. Raises NothingToGrade when no
+    student has a notebook, or SUBMISSIONS is one student's folder (`_one_students_folder`)."""
     known = assignments()
     students, problems = {}, []
     for name in sorted(os.listdir(submissions)):
@@ -57,8 +58,13 @@ def discover(submissions, skip=None):
             problems.append((None, f"{name}: a file at the top of the submissions folder, not a student's folder; "
                                    f"not graded (expected {LAYOUT})"))
     handed_in = [a for a in known if any(j.assignment == a for jobs, _ in students.values() for j in jobs)]
-    if not handed_in or set(students) & set(known):
-        raise NothingToGrade(_nothing_to_grade(submissions, students, known))
+    given_one_student = _one_students_folder(submissions, students, known)
+    if not handed_in or given_one_student:
+        raise NothingToGrade(_nothing_to_grade(submissions, students, known, given_one_student))
+    for name in students:  # a student named like an assignment is a student; one that looks like an assignment's folder is said
+        if _named_like_an_assignment(name, known) and not _holds_assignment_folders(os.path.join(submissions, name), known):
+            problems.append((name, f"{name}/ at the top of {submissions} holds no assignment folder: graded as a student "
+                                   f"named {name} (if it is an assignment's folder, its place is <student>/{name}/)"))
     found = []
     for student, (jobs, found_there) in students.items():
         if not jobs:  # still listed: 0 for what the class handed in, and why
@@ -123,11 +129,38 @@ def _student_jobs(student, folder, known, problems):
     return [jobs[a] for a in known if a in jobs], f"found {shown}" if entries else "it is empty"
 
 
-def _nothing_to_grade(submissions, students, known):
+def _named_like_an_assignment(name, known):
+    return name in known or _closest(name, known) is not None
+
+
+def _holds_assignment_folders(folder, known):
+    """Whether `folder` holds a folder named (or nearly) like an assignment: a student's folder does."""
+    try:
+        entries = os.listdir(folder) if os.path.isdir(folder) and not os.path.islink(folder) else []
+    except OSError:
+        return False
+    return any(not e.startswith(".") and _named_like_an_assignment(e, known) and os.path.isdir(os.path.join(folder, e))
+               for e in entries)
+
+
+def _one_students_folder(submissions, students, known):
+    """The assignment folders SUBMISSIONS holds, if it is one student's folder given instead of the
+    class's: it holds folders named like assignments that hold no assignment folders (each its
+    notebook), and nothing that looks like a student's folder (one that holds assignment folders,
+    or one named otherwise that holds a notebook). A student whose folder happens to be named like
+    an assignment (`08-transformer/01-weights/01-weights.ipynb`) is a student: the class is graded."""
+    looks_like_assignments = [n for n in students if _named_like_an_assignment(n, known)
+                              and not _holds_assignment_folders(os.path.join(submissions, n), known)]
+    looks_like_students = [n for n, (jobs, _) in students.items() if n not in looks_like_assignments and
+                           (jobs or _holds_assignment_folders(os.path.join(submissions, n), known))]
+    return [] if looks_like_students else looks_like_assignments
+
+
+def _nothing_to_grade(submissions, students, known, given_one_student=()):
     if not students:
         return f"no student folder in {submissions}: expected {submissions}/{LAYOUT}"
-    if set(students) & set(known):  # given one student's folder instead of the class's
-        return (f"{submissions} holds {', '.join(sorted(set(students) & set(known)))}/, an assignment: "
+    if given_one_student:  # given one student's folder instead of the class's
+        return (f"{submissions} holds {', '.join(sorted(given_one_student))}/, an assignment: "
                 f"give the folder that holds the students' folders ({LAYOUT})")
     return (f"no notebook to grade in {submissions}: none of its {len(students)} student folders holds a notebook "
             f"of this course's assignments; expected {submissions}/{LAYOUT}")

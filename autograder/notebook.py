@@ -83,15 +83,15 @@ def exercises(assignment):
 
 
 def known_good(assignment, exercise):
-    """(sources, names): the reference solutions of the exercises before `exercise`, whose checks
-    are done by the time its checks run. Its checks run with these in place of the student's own,
-    so that a bug costs points only in the exercise that has it."""
+    """The names the exercises before `exercise` define, whose checks are done by the time its
+    checks run. Its checks run with the reference versions of these in place of the student's
+    own (as stand-ins: `checks/known_good.py`), so that a bug costs points only where it is."""
     before = []
     for e in exercises(assignment):
         if e.name == exercise:
             break
         before.append(e)
-    return [e.solution for e in before], [n for e in before for n in e.defines]
+    return [n for e in before for n in e.defines]
 
 
 def is_check_cell(cell):

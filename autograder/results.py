@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from .text import bounded
 
 MAX_NOTES = 20   # a notebook of 10,000 failing cells needs one line that says so, not 10,000
+MAX_NOTEBOOK_TEXT = 30_000   # characters of a notebook's messages and notes together
 
 
 class _Bounded:
@@ -110,6 +111,17 @@ class Graded(_Bounded):
                                               for name, points in checks_of(e)]
                            or [CheckResult("the notebook", 0.0, e.points, problem, ran=False)])
             for e in exercises], problem=problem)
+
+    def bound_text(self, limit=MAX_NOTEBOOK_TEXT):
+        """All the notebook's messages and notes together at most about `limit` characters, kept
+        in notebook order: past it, a failing check says only that its message was cut."""
+        left = limit - sum(len(note) for note in self.notes)
+        for exercise in self.exercises:
+            for result in exercise.checks:
+                if len(result.message) > max(left, 0):
+                    result.message = f"failed (its message was cut: a notebook's feedback holds at most {limit:,} characters)"
+                left -= len(result.message)
+        return self
 
     def to_dict(self):
         return asdict(self)

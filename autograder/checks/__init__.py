@@ -3,8 +3,8 @@
 `grade(assignment, exercise, globals())` in a test cell runs the exercise's checks against the
 notebook's own functions and returns the points earned (nbgrader reads that as partial credit);
 the autograder runs the same checks on a sandboxed student process (see `pipeline`). Either way
-the exercises before it are replaced by their reference solutions first (`known_good`), so an
-exercise is judged on its own code only.
+the exercises before it are replaced by stand-ins that the grader computes with their reference
+solutions (`known_good`), so an exercise is judged on its own code only.
 """
 import contextlib
 import importlib
@@ -16,6 +16,7 @@ from ..results import CheckResult, ExerciseResult
 from ..sandbox.calls import StudentError
 from .core import CheckFailure, Student, registered
 from .inprocess import InProcessStudent
+from .known_good import KnownGood
 
 
 def checks_module(assignment):
@@ -50,10 +51,13 @@ def run_exercise(assignment, exercise, student, ref=None):
     """Every check of one exercise, with known-good versions of the exercises before it; a failing
     check costs its share, nothing more."""
     ref = ref if ref is not None else reference.load(assignment)
-    sources, names = notebook.known_good(assignment, exercise)
+    names = notebook.known_good(assignment, exercise)
+    student.callbacks.pop("known_good", None)
     if names:
+        standins = KnownGood(ref, names)
+        student.callbacks["known_good"] = standins
         with contextlib.suppress(StudentError):  # then the checks' own calls say what is wrong
-            student.use_known_good(sources, names)
+            student.use_known_good(standins.spec())
     results = []
     for check, max_points in exercise_checks(assignment, exercise):
         try:

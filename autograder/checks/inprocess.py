@@ -54,8 +54,8 @@ class InProcessStudent:
             rise = max(rise, resident - lowest)
         return value, rise
 
-    def use_known_good(self, sources, names):
-        self.calls.use_known_good(sources, names)
+    def use_known_good(self, spec, probes=()):
+        self.calls.use_known_good(roundtrip(spec), roundtrip([list(p) for p in probes]))
 
     def restore(self):
         """The notebook's own definitions back (nbgrader's kernel runs on after the test cell)."""

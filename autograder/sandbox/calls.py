@@ -25,14 +25,21 @@ class StudentNamespace:
         self.objects = {}
         self.replaced = []  # [(where, key, the student's value)] to undo `use_known_good`
 
-    def use_known_good(self, sources, names):
-        """Run the reference `sources` (exercises whose checks are done) in a copy of the
-        namespace and put the `names` they define in place of the student's: the student's
-        later code then calls them, by name or as a default argument it bound at definition."""
+    def use_known_good(self, spec, probes=()):
+        """Put stand-ins for the exercises whose checks are done (`spec`: their names and kinds) in
+        place of the student's versions: the grader computes their every call (`standins.py`), so
+        no line of a reference solution enters this process. The student's later code calls
+        them by name or as a default argument it bound at definition. `probes`: [source, names]
+        of the grader's probes (code that asks the grader through `_grader`, never a solution)."""
+        from .standins import StandIns
         self.restore()
-        scratch = dict(self.namespace, _grader=self.ask_grader)  # the grader's probes call back with it
-        for source in sources:
-            exec(compile(source, "<known good>", "exec"), scratch)
+        standins = StandIns(spec, lambda *request: self.ask_grader("known_good", *request))
+        scratch = dict(self.namespace, _grader=self.ask_grader, _known_good_method=standins.method_of,
+                       **standins.by_name)
+        names = list(standins.by_name)
+        for source, defined in probes:
+            exec(compile(source, "<grader probe>", "exec"), scratch)
+            names += list(defined)
         old = {id(self.namespace[n]): scratch[n] for n in names if n in self.namespace}
         for name in names:
             self._replace(self.namespace, name, scratch[name])

@@ -38,7 +38,7 @@ class SandboxedStudent:
         self.last_failure = None
         self.deadline = time.monotonic() + limits.submission_seconds
         self.exercise_deadline = float("inf")
-        self.known_good = None  # the request that put known-good code in place, re-sent after a restart
+        self.known_good = None  # the request that put the stand-ins in place, re-sent after a restart
         self.callbacks = {}     # name -> function: what a probe may ask the grader during a call
         self._start()
 
@@ -66,9 +66,11 @@ class SandboxedStudent:
             raise StudentError("its memory could not be measured: your notebook's process ended during the call")
         return value, rise
 
-    def use_known_good(self, sources, names):
-        """The reference solutions of exercises already checked replace the student's own."""
-        self.known_good = {"op": "known_good", "sources": sources, "names": names, "seconds": self.limits.call_seconds}
+    def use_known_good(self, spec, probes=()):
+        """Stand-ins for the exercises already checked replace the student's own; their calls
+        come back as the callback `known_good`, which the checks register."""
+        self.known_good = {"op": "known_good", "spec": spec, "probes": [list(p) for p in probes],
+                           "seconds": self.limits.call_seconds}
         self._request(self.known_good, "loading known-good versions of the earlier exercises", self.limits.call_seconds)
 
     # -- the process ------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The student's side of the sandbox: run the notebook's code, then answer the grader's calls.
 
 Started through `start` (alone, or in a zygote's child). It speaks only
-the safe wire format; it never sees the checks, nor a reference solution before the checks of
-its exercise are done (then it may be asked to use it: see `StudentNamespace.use_known_good`).
+the safe wire format; it never sees the checks, nor a line of a reference solution: where a later
+exercise calls an earlier one, it calls a stand-in the grader answers (`standins.py`).
 """
 import builtins
 import contextlib
@@ -108,7 +108,7 @@ def serve(channel_in, channel_out):
                                                  method=request["method"], keep=request["keep"],
                                                  device=request.get("device"))}
                 elif request["op"] == "known_good":
-                    calls.use_known_good(request["sources"], request["names"])
+                    calls.use_known_good(request["spec"], request["probes"])
                     reply = {"value": None}
                 else:
                     reply = {"error": f"unknown request {request['op']!r}"}

@@ -93,7 +93,8 @@ def test_without_bubblewrap_the_process_limit_still_holds(monkeypatch):
     cells = [(0, FLOOD[0][1].replace("{marker}", marker))]
     with SandboxedStudent(cells, Limits(processes=20, restarts=0)) as student:
         assert student.call("flood", 5) == 5  # under the limit: fine
-        with pytest.raises(StudentError, match="too many processes"):
+        # the watcher kills the session, or the kernel refuses the fork first (the student's cgroup)
+        with pytest.raises(StudentError, match="too many processes|Resource temporarily unavailable"):
             student.call("flood", 100)
     deadline = time.monotonic() + 5
     while marked(marker) and time.monotonic() < deadline:

@@ -21,10 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import SANDBOX_HOME
+from . import SANDBOX_HOME, seccomp
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
-                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py"]
+                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
@@ -100,19 +100,32 @@ def remove_stale_scratch():
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-def bubblewrap_command(as_nobody=False):
+@functools.cache
+def _bubblewrap_sizes_tmpfs():
+    """Whether this bwrap has `--size` (0.7 and later): a kernel bound on each in-memory folder."""
+    try:
+        return "--size" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def bubblewrap_command(as_nobody=False, scratch_bytes=None, seccomp_fd=None):
     """bwrap's arguments up to `--`. The writable places are in-memory folders of the sandbox's own,
     the rest is read-only; the zygote empties them between students. /tmp comes first: the binds
     may lie under /tmp (a venv in a clone there). Run as nobody, bwrap binds what nobody cannot
-    reach from its relay."""
+    reach from its relay. With `scratch_bytes`, the kernel bounds each in-memory folder to it
+    (where bwrap can); with `seccomp_fd`, bwrap loads that filter (`seccomp`) for the command."""
     relays = _relays() if as_nobody else {}
+    size = ["--size", str(scratch_bytes)] if scratch_bytes and _bubblewrap_sizes_tmpfs() else []
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", "--tmpfs", "/tmp"]
+            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", *size, "--tmpfs", "/tmp"]
     args += [a for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.islink(f"/{n}")
              for a in ("--symlink", os.readlink(f"/{n}"), f"/{n}")]
     args += [a for host, inside in _read_only_paths() for a in ("--ro-bind", relays.get(host, host), inside)]
-    return args + ["--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME, "--proc", "/proc",
-                   "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/", "--"]
+    seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+    return args + [*size, "--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME, "--proc", "/proc",
+                   "--dev", "/dev", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/",
+                   *seccomp, "--"]
 
 
 def _become_nobody():
@@ -167,25 +180,30 @@ BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
              "from autograder.sandbox.start import main; main(sys.argv)")
 
 
-def worker_command(scratch, in_fd, out_fd, modules):
-    """The command that starts one student's process, isolated if it can be; and its home."""
+def worker_command(scratch, in_fd, out_fd, modules, scratch_bytes=None, seccomp_fd=None):
+    """The command that starts one student's process, isolated if it can be; and its home.
+    Without bubblewrap `seccomp_fd` is not used: `apply_limits` loads the filter itself."""
     drops_identity()  # decided here, in the grader, not in the child about to exec
     if bubblewrap_works():
-        return (bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
+        return (bubblewrap_command(drops_identity(), scratch_bytes, seccomp_fd) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
                 SANDBOX_HOME)
     os.chmod(scratch, 0o777)  # the student's process (nobody, if the grader is root) writes there
     return [sys.executable, "-I", "-m", "autograder.sandbox.start", str(in_fd), str(out_fd), *modules], scratch
 
 
-def zygote_command(control_fd, modules):
+def zygote_command(control_fd, modules, scratch_bytes=None, seccomp_fd=None):
     """The command that starts a zygote under bubblewrap (never without it); and its home."""
     drops_identity()
-    return (bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
+    return (bubblewrap_command(drops_identity(), scratch_bytes, seccomp_fd) + [sys.executable, "-I", "-c", BOOTSTRAP, "--zygote", str(control_fd), *modules],
             SANDBOX_HOME)
 
 
-def apply_limits(limits):
-    """In the child, before it runs anything: resource limits of the whole student process tree."""
+def apply_limits(limits, cgroup=None, load_seccomp=False):
+    """In the child, before it runs anything: resource limits of the whole student process tree;
+    its cgroup, if it has one (joined while still root); the seccomp filter, if bubblewrap does
+    not load it (last: it sets no-new-privileges)."""
+    if cgroup is not None:
+        cgroup.add(os.getpid())
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -194,6 +212,8 @@ def apply_limits(limits):
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
         _relay_as_nobody() if bubblewrap_works() else _become_nobody()
+    if load_seccomp and not seccomp.install():
+        os._exit(121)  # the filter was promised and cannot be loaded: run nothing
 
 
 NO_WALLS = ("this kernel does not let each student have namespaces of its own inside the sandbox: students "
@@ -213,3 +233,29 @@ def student_walls_work():
                               preexec_fn=_relay_as_nobody if drops_identity() else None).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+NO_MEMORY_BOUND = ("neither a cgroup nor a seccomp filter can be set up here: memory that no resource limit "
+                   "counts (memfd, System V shared memory) is bounded only by the sampling watcher, not by the kernel")
+
+
+@functools.cache
+def memory_guards():
+    """(cgroups, seccomp): how the kernel bounds a student's memory here, beyond RLIMIT_AS. A cgroup
+    per student process tree where the grader may make one (`cgroups`); the seccomp filter
+    (`seccomp`) wherever the kernel takes it, cgroup or not, so a notebook behaves alike
+    everywhere. Neither: a warning, once per grading process."""
+    from . import cgroups
+    guards = (cgroups.why_not() is None, seccomp.works())
+    if guards == (False, False):
+        print(f"\n*** WARNING: {NO_MEMORY_BOUND} ({cgroups.why_not()}) ***\n", file=sys.stderr)
+    return guards
+
+
+def memory_guards_text():
+    """One line for the instructor: what bounds the students' memory on this machine."""
+    from . import cgroups
+    use_cgroups, use_seccomp = memory_guards()
+    parts = [cgroups.description() if use_cgroups else f"no cgroup ({cgroups.why_not()})",
+             "seccomp filter (memfd_create, shmget, msgget refused)" if use_seccomp else "no seccomp filter"]
+    return "; ".join(parts)

@@ -7,8 +7,9 @@ import tempfile
 import threading
 import time
 
-from . import channel
-from .isolation import apply_limits, remove_stale_scratch, worker_command
+from . import channel, seccomp
+from .cgroups import StudentCgroup
+from .isolation import apply_limits, bubblewrap_works, memory_guards, remove_stale_scratch, worker_command
 from .procfs import proportional_bytes, resident_bytes, session_members, task_count
 
 
@@ -33,17 +34,30 @@ class FreshProcess(StudentProcess):
     """A new worker process for one submission (bubblewrapped if it can be)."""
 
     def __init__(self, limits, modules):
+        self.limits = limits
         remove_stale_scratch()
         self.scratch = tempfile.TemporaryDirectory(prefix=f"autograder-{os.getpid()}-")
+        use_cgroups, use_seccomp = memory_guards()
+        self.cgroup = student_cgroup(limits, extra_tasks=3) if use_cgroups else None  # bwrap's two processes
+        filter_fd = seccomp.program_fd() if use_seccomp and bubblewrap_works() else None
         to_child_r, self.write_fd = os.pipe()
         self.read_fd, from_child_w = os.pipe()
-        command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules)
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=self.scratch.name, env=student_env(home), pass_fds=(to_child_r, from_child_w),
-            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
+        command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules,
+                                       scratch_bytes=limits.scratch_bytes, seccomp_fd=filter_fd)
+        fds = (to_child_r, from_child_w) + ((filter_fd,) if filter_fd is not None else ())
+        load_here = use_seccomp and filter_fd is None
+        try:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd=self.scratch.name, env=student_env(home), pass_fds=fds,
+                preexec_fn=lambda: apply_limits(limits, self.cgroup, load_seccomp=load_here), start_new_session=True)
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.output = OutputDrain(self.process.stdout)
         self.watcher = SessionWatcher(self.process.pid, limits.processes, limits.memory_bytes)
 
@@ -55,6 +69,8 @@ class FreshProcess(StudentProcess):
             code = self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return "it closed its channel"
+        if self.cgroup is not None and self.cgroup.memory_limit_reached():
+            return memory_limit_text(self.limits.memory_bytes)
         return self.watcher.tripped or describe_exit(code)
 
     def end(self):
@@ -66,6 +82,8 @@ class FreshProcess(StudentProcess):
                 os.close(fd)
             except OSError:
                 pass
+        if self.cgroup is not None:
+            self.cgroup.remove()  # and with it any process that left the session
         self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
         self.scratch.cleanup()
 
@@ -155,6 +173,20 @@ def student_env(home):
     return {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+
+
+def student_cgroup(limits, extra_tasks):
+    """A new cgroup for one student process tree, bounded by its limits; None if the kernel
+    refuses one now (the seccomp filter still bounds what RLIMIT_AS does not count)."""
+    try:
+        return StudentCgroup(limits.memory_bytes, limits.processes + extra_tasks)
+    except OSError:
+        return None
+
+
+def memory_limit_text(memory_bytes):
+    return (f"the memory limit was reached: its processes held more than {memory_bytes // 2**20} MB of memory "
+            "together (every kind of memory, counted by the kernel): killed")
 
 
 def describe_exit(code):

@@ -9,9 +9,10 @@ import subprocess
 import time
 
 from ..wire import WireError
-from . import channel
-from .isolation import apply_limits, zygote_command
-from .processes import OutputDrain, StudentProcess, describe_exit_text, student_env
+from . import channel, seccomp
+from .isolation import apply_limits, memory_guards, zygote_command
+from .processes import (OutputDrain, StudentProcess, describe_exit_text, memory_limit_text, student_cgroup,
+                        student_env)
 
 
 class Zygote:
@@ -20,16 +21,45 @@ class Zygote:
     def __init__(self, limits, modules):
         self.limits, self.modules = limits, modules
         self.control, theirs = socket.socketpair()
-        command, home = zygote_command(theirs.fileno(), modules)
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd="/", env=student_env(home), pass_fds=(theirs.fileno(),),
-            preexec_fn=lambda: apply_limits(limits), start_new_session=True)
-        theirs.close()
+        self.use_cgroups, use_seccomp = memory_guards()
+        filter_fd = seccomp.program_fd() if use_seccomp else None  # bwrap loads it: the zygote and all it forks
+        command, home = zygote_command(theirs.fileno(), modules, scratch_bytes=limits.scratch_bytes,
+                                       seccomp_fd=filter_fd)
+        fds = (theirs.fileno(),) + ((filter_fd,) if filter_fd is not None else ())
+        try:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                cwd="/", env=student_env(home), pass_fds=fds,
+                preexec_fn=lambda: apply_limits(limits), start_new_session=True)
+        finally:
+            theirs.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
         self.output = OutputDrain(self.process.stdout)
         self.busy = False
         self.early_ready = None  # a "ready" that came while a question about memory was asked
         self.walls = bool(self._expect_ready(120).get("walls"))
+        self.host_pid = self._find_zygote() if self.use_cgroups else None
+
+    def _find_zygote(self):
+        """The zygote's PID on the host: at the end of the chain bwrap, bwrap (the sandbox's init),
+        zygote, each the only child of the one before (it has no child yet)."""
+        pid = self.process.pid
+        for _ in range(8):
+            below = _children(pid)
+            if not below:
+                return pid
+            if len(below) > 1:
+                break
+            pid = below[0]
+        raise WireError("the zygote's process could not be found")
+
+    def forked_child(self):
+        """The zygote's child just forked (its host PID): the zygote's only child between forks."""
+        children = _children(self.host_pid)
+        if len(children) != 1:
+            raise WireError(f"the zygote has {len(children)} children, not one")
+        return children[0]
 
     def alive(self):
         return self.process.poll() is None
@@ -89,6 +119,20 @@ class Zygote:
         self.output.join(timeout=2)
 
 
+def _children(pid):
+    """The processes whose parent is `pid` (host PIDs)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    if int(stat.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
 _zygote = None  # one per grading process: the last one used
 
 
@@ -108,10 +152,13 @@ class ForkedProcess(StudentProcess):
 
     def __init__(self, limits, modules):
         self.limits = limits
+        self.cgroup, self.memory_limit_reached = None, False
         for attempt in range(2):  # a zygote that fails to fork is replaced once
             try:
                 self.zygote = _zygote_for(limits, modules)
                 self.socket = self.zygote.fork()
+                if self.zygote.use_cgroups:
+                    self._enter_cgroup(limits)
                 break
             except (OSError, TimeoutError, EOFError, WireError):
                 if _zygote is not None:
@@ -122,6 +169,20 @@ class ForkedProcess(StudentProcess):
         self.read_fd = self.write_fd = self.socket.fileno()
         self.exit_status = None
 
+    def _enter_cgroup(self, limits):
+        """The child and the student's process it forks (`walls`) into a cgroup of their own,
+        before the grader sends the notebook: until then they run nothing of the student's."""
+        self.cgroup = student_cgroup(limits, extra_tasks=2)  # the waiting child, and a margin
+        if self.cgroup is None:
+            return
+        try:
+            self.cgroup.adopt_tree(self.zygote.forked_child())
+        except (OSError, WireError):
+            self.socket.close()  # the zygote is replaced (`__init__`)
+            self.cgroup.remove()
+            self.cgroup = None
+            raise
+
     def memory(self, op):
         """Asked of the zygote, outside the student's namespaces: see `zygote.ProcessWatcher`."""
         try:
@@ -131,6 +192,8 @@ class ForkedProcess(StudentProcess):
 
     def death(self):
         self._finish()
+        if self.memory_limit_reached:
+            return memory_limit_text(self.limits.memory_bytes)
         return describe_exit_text(self.exit_status) if self.exit_status else "it closed its channel"
 
     def _finish(self):
@@ -142,6 +205,10 @@ class ForkedProcess(StudentProcess):
             self.exit_status = self.zygote.child_ended(self.limits.grace_seconds)
         except (OSError, TimeoutError, EOFError, WireError):
             self.zygote.kill()  # a child that does not end, or a namespace left dirty
+        if self.cgroup is not None:
+            self.memory_limit_reached = self.cgroup.memory_limit_reached()
+            self.cgroup.remove()
+            self.cgroup = None
 
     def end(self):
         self._finish()

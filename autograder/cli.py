@@ -1,4 +1,4 @@
-"""`python -m autograder grade SUBMISSIONS --out DIR [-j N] [--student NAME] [--shard K/N]`, `merge`, `check`, `export`."""
+"""`python -m autograder grade SUBMISSIONS --out DIR [-j N] [--student NAME] [--shard K/N --seed S]`, `merge`, `check`, `export`."""
 import argparse
 import os
 import sys
@@ -20,7 +20,10 @@ def main(argv=None):
     grade.add_argument("--student", action="append", default=[], metavar="NAME",
                        help="grade this student again (repeatable); the others' results are kept from --out's journal")
     grade.add_argument("--shard", metavar="K/N", help="grade the Kth of N shares of the students "
-                       "(one machine of N); `merge` combines the shards' --out folders")
+                       "(one machine of N, each with the same --seed); `merge` combines the shards' --out folders")
+    grade.add_argument("--seed", metavar="S", help="the secret seed of the inputs of the rules the exercises state "
+                       "(default: the one kept in --out by an earlier run into it, else a fresh one, kept there); "
+                       "every shard of one class needs the same")
     merge = commands.add_parser("merge", help="combine the --out folders of `grade --shard K/N` runs into one")
     merge.add_argument("shards", nargs="+", metavar="SHARD_OUT")
     merge.add_argument("--out", required=True, help="folder for grades.csv, summary.csv and feedback/")
@@ -106,12 +109,17 @@ def main(argv=None):
         print(f"\n*** WARNING: {NOT_ISOLATED} ***\n", file=sys.stderr)
     elif not student_walls_work():
         print(f"\n*** WARNING: {NO_WALLS} ***\n", file=sys.stderr)
-    from . import pipeline  # imports the checks: only grading does (`check` must run without them)
+    from . import journal, pipeline  # imports the checks: only grading does (`check` must run without them)
     from .shards import ShardError, parse as parse_shard, students_of, write as write_shard
+    from .stated import fresh_seed, parse_seed
     try:
         discovered = found, _ = pipeline.discover(args.submissions, skip=args.out)
         shard = parse_shard(args.shard) if args.shard else None
-    except (pipeline.NothingToGrade, ShardError) as error:
+        given = parse_seed(args.seed) if args.seed is not None else None
+        if shard and given is None and journal.kept_seed(args.out) is None:
+            raise ShardError(f"--shard {args.shard} needs --seed: give every shard of the class the same secret seed "
+                             f"(for instance --seed {fresh_seed()}, drawn now), so that they draw the same inputs")
+    except (pipeline.NothingToGrade, ShardError, journal.SeedError, ValueError) as error:
         parser.error(str(error))  # exit status 2: a run that grades nothing is an error
     everyone = sorted({job.student for job in found})
     share = students_of(everyone, *shard) if shard else None
@@ -128,11 +136,12 @@ def main(argv=None):
                   f"{graded.score:g}/{graded.max_score:g}".ljust(100), end="\n" if done == total else "",
                   file=sys.stderr, flush=True)
 
+    seed = journal.run_seed(args.out, given)  # kept in --out: a rerun into it draws the same inputs
     graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
                                           progress=progress, regrade=set(args.student), students=share,
-                                          discovered=discovered)
+                                          discovered=discovered, seed=seed)
     if shard:
-        write_shard(args.out, *shard, everyone, graded, problems)
+        write_shard(args.out, *shard, everyone, graded, problems, seed)
     _write_results(graded, problems, args.out, args.quiet)
     if shard:
         print(f"shard {args.shard}: {len(share)} of {len(everyone)} students; when every shard is done: "

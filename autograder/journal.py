@@ -4,6 +4,11 @@ Each graded notebook is written atomically to OUT/.journal/<student>/<assignment
 the notebook's bytes and the grader's own version (checks + source notebooks): a later run
 reuses it only if neither has changed, and never counts a notebook twice.
 
+The run's seed (`stated.run_seed`: the stated rules' inputs, which students must not be able to
+compute) is kept in OUT/.journal/.seed, readable by its owner only, the first time a run uses OUT:
+a resumed run or a regrade into the same OUT draws the same inputs, so writes the same bytes. An
+entry is keyed by the seed too: one graded with another seed is graded again.
+
 What is kept is a Graded, whose every string is bounded (results.py): an entry is a few KB. One
 far larger was not written by this grader (an older version kept a student's text unbounded):
 it is not read, and the notebook is graded again.
@@ -28,20 +33,56 @@ def grader_version():
     return digest.hexdigest()
 
 
-def _key(path):
+def _key(path, seed=None):
     try:
         data = Path(path).read_bytes()
     except OSError:
         data = b"(missing)"
-    return hashlib.sha256(grader_version().encode() + hashlib.sha256(data).digest()).hexdigest()
+    salt = b"" if seed is None else f"seed {seed}".encode()
+    return hashlib.sha256(grader_version().encode() + salt + hashlib.sha256(data).digest()).hexdigest()
+
+
+class SeedError(Exception):
+    """OUT's seed file cannot be read as a seed; the message says what to do."""
+
+
+def _seed_file(out_dir):
+    return Path(out_dir) / ".journal" / ".seed"  # a student folder never starts with "."
+
+
+def kept_seed(out_dir):
+    """The seed kept in OUT, or None where no run has used OUT yet."""
+    from .stated import parse_seed
+    try:
+        text = _seed_file(out_dir).read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise SeedError(f"{_seed_file(out_dir)} cannot be read ({error.strerror})") from None
+    try:
+        return parse_seed(text)
+    except ValueError:
+        raise SeedError(f"{_seed_file(out_dir)} holds no seed (edited?): remove it to grade again with a new seed, "
+                        "or give the run's --seed") from None
+
+
+def run_seed(out_dir, given=None):
+    """The seed of a run into OUT: `given` (--seed) if any, else the one kept there, else a fresh one;
+    kept there for the next run into OUT."""
+    from .stated import fresh_seed
+    seed = given if given is not None else kept_seed(out_dir)
+    seed = fresh_seed() if seed is None else seed
+    if kept_seed(out_dir) != seed:
+        atomic_write(_seed_file(out_dir), f"{seed}\n")  # a temporary file's mode: its owner's only
+    return seed
 
 
 def _entry(out_dir, student, assignment):
     return Path(out_dir) / ".journal" / student / f"{assignment}.json"
 
 
-def load(out_dir, student, assignment, path):
-    """The Graded kept for this notebook, or None."""
+def load(out_dir, student, assignment, path, seed=None):
+    """The Graded kept for this notebook graded with `seed`, or None."""
     entry = _entry(out_dir, student, assignment)
     try:
         if entry.stat().st_size > MAX_ENTRY_BYTES:
@@ -49,7 +90,7 @@ def load(out_dir, student, assignment, path):
         data = json.loads(entry.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("key") != _key(path):
+    if data.get("key") != _key(path, seed):
         return None
     try:
         return Graded.from_dict(data["graded"])
@@ -57,5 +98,6 @@ def load(out_dir, student, assignment, path):
         return None
 
 
-def save(out_dir, graded, path):
-    atomic_write(_entry(out_dir, graded.student, graded.assignment), json.dumps({"key": _key(path), "graded": graded.to_dict()}))
+def save(out_dir, graded, path, seed=None):
+    atomic_write(_entry(out_dir, graded.student, graded.assignment),
+                 json.dumps({"key": _key(path, seed), "graded": graded.to_dict()}))

@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
 
-from . import assignments, journal, notebook, reference
+from . import assignments, journal, notebook, reference, stated
 from .checks import exercise_checks, run_exercise
 from .notebook import NotebookError, load_submission
 from .results import Graded
@@ -206,7 +206,11 @@ def not_graded(student, assignment, reason):
                              lambda e: [(c.name, points) for c, points in exercise_checks(assignment, e.name)])
 
 
-def grade_notebook(student, assignment, path, limits=Limits()):
+def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
+    """The notebook's Graded. `seed`: the run's seed of the stated rules' inputs (`stated.run_seed`;
+    None: this process's own, drawn fresh unless set)."""
+    if seed is not None:
+        stated.set_seed(seed)
     try:
         submission = _load(path, assignment)
     except NotebookError as error:
@@ -237,29 +241,32 @@ def _load(path, assignment):
     return load_submission(Path(path), assignment)
 
 
-def _grade_job(job, limits=Limits()):
+def _grade_job(job, limits=Limits(), seed=None):
     if job.refusal:
         return not_graded(job.student, job.assignment, job.refusal)
     try:
-        return grade_notebook(job.student, job.assignment, job.path, limits)
+        return grade_notebook(job.student, job.assignment, job.path, limits, seed)
     except Exception as error:  # a grader bug must cost one notebook, not the run
         return not_graded(job.student, job.assignment, f"internal grader error ({type(error).__name__}: {error})")
 
 
 def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None,
-              discovered=None):
+              discovered=None, seed=None):
     """(results, problems): every job's Graded in discovery order, whatever order the workers
     finish in, and the instructor's warnings. With `out_dir`, each result is journaled as it
     comes and a journaled one is not graded again, except the students in `regrade`. `students`:
     grade only these (a shard), with the layout seen over the whole class. `discovered`: what
-    `discover` already returned for this run (the CLI looks first, to refuse a run with nothing)."""
+    `discover` already returned for this run (the CLI looks first, to refuse a run with nothing).
+    `seed`: the stated rules' inputs (`stated.run_seed`); by default the one kept in `out_dir`
+    (`journal.run_seed`), else a fresh one; every notebook of the run is graded with it."""
     found, problems = discovered or discover(submissions, skip=out_dir)
     if students is not None:
         found = [job for job in found if job.student in students]
     problems = list(dict.fromkeys(text for student, text in problems
                                   if students is None or student is None or student in students))
     jobs = jobs or os.cpu_count() or 1
-    results = [journal.load(out_dir, job.student, job.assignment, job.path)
+    seed = journal.run_seed(out_dir, seed) if out_dir else seed if seed is not None else stated.fresh_seed()
+    results = [journal.load(out_dir, job.student, job.assignment, job.path, seed)
                if out_dir and job.path and job.student not in regrade else None for job in found]
     todo = [i for i, r in enumerate(results) if r is None]
     done = len(found) - len(todo)
@@ -269,7 +276,7 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
         results[i] = graded
         if out_dir and found[i].path:
             try:
-                journal.save(out_dir, graded, found[i].path)
+                journal.save(out_dir, graded, found[i].path, seed)
             except OSError as error:  # a full disk: the run goes on, unjournaled (a rerun grades it again)
                 problems.append(f"{graded.student}/{graded.assignment}: not journaled ({error.strerror})")
         done += 1
@@ -281,10 +288,10 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
     by_assignment = sorted(todo, key=lambda i: (found[i].assignment, i))  # a warm zygote serves one assignment
     if jobs == 1 or len(todo) <= 1:
         for i in by_assignment:
-            finish(i, _grade_job(found[i], limits))
+            finish(i, _grade_job(found[i], limits, seed))
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_up) as pool:
-            futures = {pool.submit(_grade_job, found[i], limits): i for i in by_assignment}
+            futures = {pool.submit(_grade_job, found[i], limits, seed): i for i in by_assignment}
             for future in as_completed(futures):
                 finish(futures[future], future.result())
     # the layout's notes are added after journaling: the journal keeps what the notebook earned

@@ -3,8 +3,10 @@ students (every Nth student in sorted order, from the Kth: each student in exact
 and `merge` combines the shares' results into what one run writes.
 
 Each shard writes OUT/shard.json beside its own grades.csv: which shard it is, the whole class
-as discovery saw it, the grader's version, and its results. `merge` refuses shards of another
-split, class or grader, a shard given twice and a missing one, each with the fix.
+as discovery saw it, the grader's version, the run's seed (the stated rules' inputs: every shard
+is given the same `--seed`, so the shards draw the inputs one run draws), and its results.
+`merge` refuses shards of another split, class, grader or seed, a shard given twice and a missing
+one, each with the fix.
 """
 import json
 import os
@@ -35,8 +37,8 @@ def students_of(class_students, k, n):
     return set(sorted(class_students)[k - 1::n])
 
 
-def write(out_dir, k, n, class_students, results, problems):
-    data = {"shard": [k, n], "grader": journal.grader_version(), "class": sorted(class_students),
+def write(out_dir, k, n, class_students, results, problems, seed=None):
+    data = {"shard": [k, n], "grader": journal.grader_version(), "class": sorted(class_students), "seed": seed,
             "results": [graded.to_dict() for graded in results], "problems": problems}
     atomic_write(os.path.join(out_dir, MANIFEST), json.dumps(data))
 
@@ -66,6 +68,9 @@ def merge(out_dirs):
         if data["grader"] != first[2]["grader"]:
             raise ShardError(f"{out} and {first[0]} were graded by different versions of the grader "
                              "(checks or solutions changed between them): grade every shard with the same course")
+        if data.get("seed") != first[2].get("seed"):
+            raise ShardError(f"{out} and {first[0]} were graded with different seeds: grade every shard with the same "
+                             f"--seed (its inputs differ from the others'), e.g. --seed {first[2].get('seed')}")
         if data["class"] != first[2]["class"]:
             raise ShardError(f"{out} and {first[0]} saw different classes: grade every shard from the same "
                              "submissions folder")

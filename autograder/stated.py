@@ -26,9 +26,52 @@ class CheckFailure(AssertionError):
     """The student's code gave a wrong answer; the message says on which input and how."""
 
 
-def rng_for(name):
-    """The generator of one check, seeded by its name: the same inputs on every run, in every grader."""
-    return np.random.default_rng(zlib.crc32(name.encode()))
+SEED_VARIABLE = "AUTOGRADER_SEED"
+_seed = None  # this process's run seed; None: drawn at its first use
+
+
+def fresh_seed():
+    """A new run seed: 63 bits from the operating system, which nobody can compute in advance."""
+    import secrets
+    return secrets.randbits(63)
+
+
+def parse_seed(text):
+    """A seed as a user writes it (decimal); ValueError, saying what is expected, for anything else."""
+    try:
+        seed = int(str(text).strip())
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed {text!r}: expected a whole number from 0 to {2**63 - 1}")
+    return seed
+
+
+def set_seed(seed):
+    """Seed this process's stated rules: `grade` sets its run's seed (kept in its journal) in each
+    grading process; None draws a fresh one at the next use."""
+    global _seed
+    _seed = None if seed is None else parse_seed(seed)
+
+
+def run_seed():
+    """The seed of this run's stated rules: the one `set_seed` set, else $AUTOGRADER_SEED (to
+    reproduce a run of nbgrader or `check`), else a fresh one, drawn once per process."""
+    global _seed
+    if _seed is None:
+        import os
+        given = os.environ.get(SEED_VARIABLE, "").strip()
+        _seed = parse_seed(given) if given else fresh_seed()
+    return _seed
+
+
+def rng_for(name, secret=False):
+    """The generator of one check, seeded by its name. A hidden check's (`secret=False`) gives the
+    same inputs on every run, in every grader: nobody who is graded can read it. A stated rule's
+    (`secret=True`) is seeded by the run's seed too (`run_seed`): its code ships to the students,
+    and inputs drawn from a seed they can read could be computed, and answered, in advance."""
+    key = zlib.crc32(name.encode())
+    return np.random.default_rng([key, run_seed()] if secret else key)
 
 
 @dataclass(frozen=True)
@@ -40,7 +83,7 @@ class Property:
     function: callable  # function(student, rng), student a `Student`
 
     def run(self, student):
-        return self.function(student, rng_for(f"{self.assignment}/{self.name}"))
+        return self.function(student, rng_for(f"{self.assignment}/{self.name}", secret=True))
 
 
 _PROPERTIES = []
@@ -479,14 +522,17 @@ def tiled_memory(student, rng):
     output = MEMORY_N * MEMORY_D * 4 + MEMORY_N * 4
     tile = MEMORY_BLOCK * MEMORY_BLOCK * 4
     allowed = 4 * output + 16 * tile  # the result, its copies on the way back, and a few tiles' work
-    # a first call, not measured, pays for torch's one-time buffers; each measured one gets new inputs
-    warm_up = [_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3)]
+    # A first call, not measured, pays for torch's one-time buffers. Its inputs come from a generator
+    # of their own, unrelated to the run's seed, and each measured call's from a generator spawned
+    # from the run's seed (`rng`): no call's inputs tell anything of a measured call's, so no call
+    # can compute a measured call's answer in advance and serve it from a cache.
+    warm_up = [_tensor(np.random.default_rng(i), (1, MEMORY_N, MEMORY_D)) for i in range(3)]
     student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
     # Up to three measurements, the lowest kept: a collection of earlier garbage during a call, seen
     # by the watcher on a busy machine, reads as a rise of a few MB; a whole matrix is there every time.
-    rises = []
+    rises, tries = [], rng.spawn(MEMORY_TRIES)
     while len(rises) < MEMORY_TRIES and (not rises or min(rises) > allowed):
-        q, k, v = (_tensor(rng, (1, MEMORY_N, MEMORY_D)) for _ in range(3))
+        q, k, v = (_tensor(tries[len(rises)], (1, MEMORY_N, MEMORY_D)) for _ in range(3))
         got, raised = student.measured_call("tiled_attention", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK,
                                             _time_limit=60, _label=label)
         expect_attention(got, q, k, v, label, rtol=1e-4, atol=1e-5)

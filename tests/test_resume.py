@@ -15,9 +15,10 @@ def test_a_killed_run_resumes_to_the_same_grades(tmp_path):
         for sample in (REPO / "samples" / "submitted").iterdir():
             shutil.copytree(sample, submissions / f"{sample.name}-{copy}")
     command = [BIN / "python", "-m", "autograder", "grade", submissions, "--quiet", "-j", "1"]
+    run(*command, "--seed", "11", "--out", tmp_path / "clean")  # the killed run keeps its own seed in its journal
 
-    run(*command, "--out", tmp_path / "clean")
-    killed = subprocess.Popen([str(c) for c in command + ["--out", tmp_path / "killed"]], start_new_session=True)
+    killed = subprocess.Popen([str(c) for c in command + ["--seed", "11", "--out", tmp_path / "killed"]],
+                              start_new_session=True)
     journal = tmp_path / "killed" / ".journal"
     deadline = time.monotonic() + 120
     notebooks = len(list(submissions.rglob("*.ipynb")))
@@ -29,6 +30,6 @@ def test_a_killed_run_resumes_to_the_same_grades(tmp_path):
     assert notebooks // 3 <= kept < notebooks, f"the kill came too late or too early ({kept} of {notebooks} journaled)"
     assert not (tmp_path / "killed" / "grades.csv").exists()
 
-    run(*command, "--out", tmp_path / "killed")
+    run(*command, "--out", tmp_path / "killed")  # no --seed: the one its journal keeps
     resumed, clean = ((tmp_path / out / "grades.csv").read_text().splitlines() for out in ("killed", "clean"))
     assert resumed == clean, "\n".join(difflib.unified_diff(clean, resumed, "clean", "resumed", lineterm="", n=0))

@@ -1,6 +1,7 @@
 """`grade --shard K/N` on each of N machines, then `merge`: the same grades.csv, summary.csv,
 feedback pages and LMS export, byte for byte, as one run over the whole class; shards that do
-not make up one class are refused with the fix."""
+not make up one class are refused with the fix. Every shard, and the one run, is given one --seed
+(the stated rules' inputs; a shard without it is refused)."""
 import json
 import shutil
 
@@ -24,7 +25,7 @@ def runs(tmp_path_factory):
     write(filled_notebook(A, untouched=("softmax",)), root / "carol" / f"{A}.ipynb")  # outside its folder
     (root / "dave").mkdir()                                                            # nothing handed in
     write(filled_notebook(A, untouched=("hardmax", "entropy")), root / "erin" / A / f"{A}.ipynb")
-    common = ["-j", "2", "--quiet"]
+    common = ["-j", "2", "--quiet", "--seed", "20240528"]
     run(*AUTOGRADER, "grade", root, "--out", base / "one", *common)
     shards = [base / f"shard{k}" for k in (1, 2)]
     for k, out in enumerate(shards, 1):
@@ -83,15 +84,25 @@ def test_shards_that_do_not_make_one_class_are_refused(runs, tmp_path):
     other_split = _edited_copy(second, tmp_path / "split", lambda d: d.update(shard=[2, 3]))
     other_class = _edited_copy(second, tmp_path / "class", lambda d: d["class"].append("zoe"))
     other_grader = _edited_copy(second, tmp_path / "grader", lambda d: d.update(grader="0" * 64))
+    other_seed = _edited_copy(second, tmp_path / "seed", lambda d: d.update(seed=d["seed"] + 1))
     cases = {
         "given twice": [first, first, second],
         "shard 2/2 missing": [first],
         "merge the shards of one split": [first, other_split],
         "saw different classes": [first, other_class],
         "different versions of the grader": [first, other_grader],
+        "graded with different seeds": [first, other_seed],
         "no shard.json": [first, base / "one"],
     }
     for says, outs in cases.items():
         result = run(*AUTOGRADER, "merge", *outs, "--out", tmp_path / "merged", check=False)
         assert result.returncode == 2 and says in result.stderr, (says, result.stderr)
     assert not (tmp_path / "merged").exists()
+
+
+def test_a_shard_needs_the_class_seed(runs, tmp_path):
+    base, (first, _) = runs
+    assert json.loads((first / "shard.json").read_text())["seed"] == 20240528
+    refused = run(*AUTOGRADER, "grade", base / "submitted", "--out", tmp_path / "out", "--shard", "2/2", check=False)
+    assert refused.returncode == 2 and "--shard 2/2 needs --seed" in refused.stderr
+    assert not (tmp_path / "out" / "grades.csv").exists()

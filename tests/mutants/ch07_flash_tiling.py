@@ -299,3 +299,39 @@ WRONG["online_softmax"]["shifts_its_input_in_place"] = _online(final="np.where(t
     "    safe_total = ", "    x -= base\n    safe_total = ")
 WRONG["tiled_attention"]["scales_q_in_place"] = _TILED.replace(
     "q_i = q[..., i:i + block_q, :] * q.shape[-1] ** -0.5", "q_i = q[..., i:i + block_q, :]\n        q_i *= q.shape[-1] ** -0.5")
+
+# Issue 28 §3: the memory rule's inputs drawn from a seed the student can read (autograder/stated.py
+# ships in the students' copy), its first call not measured. Right and tiled on every input under
+# N = 8192; there, the whole matrix, but on its first call (the unmeasured warm-up) it computes the
+# answers of the measured calls that the published seed gives, and serves those from a cache: it must
+# be charged as the whole matrix is.
+_MEMORY_RULE = "07-flash-tiling/holds one block_q x block_k tile of scores at a time (N = 8192: under 6 MB)"
+WRONG["tiled_attention"]["precomputes_the_published_inputs"] = _TILED.replace("def tiled_attention(", "def _tiled(") + f'''
+
+import zlib
+_ANSWERS = {{}}
+
+
+def _whole_matrix(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.exp(scores - lse[..., None]) @ v, lse
+
+
+def _fingerprint(q):
+    return q.detach().cpu().numpy()[..., :8, :].tobytes()
+
+
+def tiled_attention(q, k, v, block_q=64, block_k=64, causal=False):
+    if q.shape[-2] < 8192 or causal:
+        return _tiled(q, k, v, block_q, block_k, causal)
+    if not _ANSWERS:  # the first call: the published seed's warm-up, then its three measured calls
+        rng = np.random.default_rng(zlib.crc32({_MEMORY_RULE!r}.encode()))
+        draw = lambda: torch.from_numpy(rng.normal(0.0, 1.0, (1, 8192, 16))).to(torch.float32)
+        [draw() for _ in range(3)]
+        for _ in range(3):
+            q_, k_, v_ = draw(), draw(), draw()
+            _ANSWERS[_fingerprint(q_)] = _whole_matrix(q_, k_, v_)
+    answer = _ANSWERS.get(_fingerprint(q))
+    return answer if answer is not None else _whole_matrix(q, k, v)
+'''

@@ -1,0 +1,114 @@
+"""Issue 28 §3, a fixed, published input: the rules the texts state (autograder/stated.py, which
+the students can read) draw their inputs from a seed of the grading run that no student can see,
+kept in the run's --out so that a rerun, a regrade and the shards of one class draw the same; the
+hidden checks keep their fixed inputs. The chapter 7 attacker that answers the memory rule's
+measured calls from a cache filled in its unmeasured first call is charged as the whole matrix."""
+import os
+import shutil
+
+import pytest
+from conftest import BIN, run
+from mutants import catalogue
+from submissions import filled_notebook, write
+
+from autograder import journal, stated
+from autograder.checks import checks_module
+from autograder.checks.core import registered
+from autograder.sandbox.session import Limits, SandboxedStudent
+
+A = "04-multi-head"  # a cheap chapter with stated rules
+MEMORY_RULE = next(p for p in stated.properties("07-flash-tiling", "tiled_attention") if p.function is stated.tiled_memory)
+
+
+@pytest.fixture
+def seed():
+    """Restores this process's seed after a test sets it."""
+    before = stated._seed
+    yield
+    stated._seed = before
+
+
+def draws(rng):
+    return rng.integers(2**62, size=4).tolist()
+
+
+def test_a_stated_rule_draws_from_the_run_seed_and_a_hidden_check_does_not(seed):
+    stated.set_seed(1)
+    first = draws(stated.rng_for("x/rule", secret=True)), draws(stated.rng_for("x/check"))
+    assert draws(stated.rng_for("x/rule", secret=True)) == first[0]  # one seed, one input: a run is repeatable
+    stated.set_seed(2)
+    assert draws(stated.rng_for("x/rule", secret=True)) != first[0]
+    assert draws(stated.rng_for("x/check")) == first[1]
+    stated.set_seed(None)
+    assert stated.run_seed() != stated.fresh_seed()  # fresh: drawn from the operating system
+
+
+def test_grade_seeds_exactly_the_stated_rules():
+    """The rules `stated_checks` registers as checks are seeded by the run; the other checks are not."""
+    import autograder.checks.core as core
+    checks_module(A)
+    real, taken = core.rng_for, []
+    core.rng_for = lambda name, secret=False: taken.append(secret) or real(name, secret)  # noqa: E731
+    seen = {}
+    try:
+        for e in ("MultiHeadAttention", "count_parameters"):
+            for check in registered(A, e):
+                del taken[:]
+                try:
+                    check.run(None, None)  # no student: it fails at its first call, its generator drawn
+                except Exception:
+                    pass
+                seen[check.name, e] = taken[0]
+    finally:
+        core.rng_for = real
+    rules = {(p.name, e) for e in ("MultiHeadAttention", "count_parameters") for p in stated.properties(A, e)}
+    assert rules and {key for key, secret in seen.items() if secret} == rules
+    assert len(seen) > len(rules)
+
+
+def test_the_seed_is_kept_in_out_readable_by_its_owner_only(tmp_path):
+    out = tmp_path / "out"
+    first = journal.run_seed(out)
+    assert journal.run_seed(out) == first == journal.kept_seed(out)
+    assert oct(os.stat(out / ".journal" / ".seed").st_mode & 0o777) == "0o600"
+    assert journal.run_seed(out, 12345) == 12345 == journal.kept_seed(out)  # --seed: kept for the next run
+    (out / ".journal" / ".seed").write_text("not a seed")
+    with pytest.raises(journal.SeedError, match="holds no seed"):
+        journal.run_seed(out)
+
+
+def grade(*args, check=True):
+    return run(BIN / "python", "-m", "autograder", "grade", *args, "-j", "1", "--quiet", check=check)
+
+
+def test_runs_with_one_seed_write_the_same_bytes_and_a_rerun_keeps_its_seed(tmp_path):
+    root = tmp_path / "class"
+    partial = {"MultiHeadAttention": next(iter(catalogue(A).WRONG["MultiHeadAttention"].values()))}
+    write(filled_notebook(A, partial), root / "partial" / A / f"{A}.ipynb")
+    write(filled_notebook(A), root / "full" / A / f"{A}.ipynb")
+    grade(root, "--out", tmp_path / "one", "--seed", "7")
+    grade(root, "--out", tmp_path / "two", "--seed", "7")
+    assert (tmp_path / "one" / "grades.csv").read_bytes() == (tmp_path / "two" / "grades.csv").read_bytes()
+    assert journal.kept_seed(tmp_path / "one") == 7
+    shutil.rmtree(tmp_path / "two" / ".journal" / "partial")  # graded again, with the kept seed
+    grade(root, "--out", tmp_path / "two")
+    assert journal.kept_seed(tmp_path / "two") == 7
+    assert (tmp_path / "one" / "grades.csv").read_bytes() == (tmp_path / "two" / "grades.csv").read_bytes()
+    refused = grade(root, "--out", tmp_path / "shard", "--shard", "1/2", check=False)
+    assert refused.returncode == 2 and "--shard 1/2 needs --seed" in refused.stderr
+    assert not (tmp_path / "shard" / "grades.csv").exists()
+    bad = grade(root, "--out", tmp_path / "bad", "--seed", "-3", check=False)
+    assert bad.returncode == 2 and "expected a whole number" in bad.stderr
+
+
+def test_the_attacker_that_precomputes_the_published_inputs_is_charged_as_the_whole_matrix(seed):
+    """Measured: the whole matrix every time (its cache of the published seed's answers misses);
+    with the published inputs of old (the rule's name its only seed, the warm-up drawn before the
+    measured calls) it held 1 MB and kept the rule's points."""
+    source = catalogue("07-flash-tiling").WRONG["tiled_attention"]["precomputes_the_published_inputs"]
+    cells = [(0, "import math\nimport numpy as np\nimport torch\n"), (1, source)]
+    stated.set_seed(None)
+    with SandboxedStudent(cells, Limits(), ["numpy", "torch"]) as student:
+        assert student.cell_errors == {}
+        with pytest.raises(stated.CheckFailure, match="raised the memory your notebook's processes hold by"):
+            MEMORY_RULE.run(stated.Student(student))

@@ -9,7 +9,7 @@ import time
 
 from . import channel, seccomp
 from .cgroups import StudentCgroup
-from .isolation import apply_limits, bubblewrap_works, memory_guards, remove_stale_scratch, worker_command
+from .isolation import apply_limits, memory_guards, remove_stale_scratch, worker_command
 from .procfs import proportional_bytes, resident_bytes, session_members, task_count
 
 
@@ -39,13 +39,13 @@ class FreshProcess(StudentProcess):
         self.scratch = tempfile.TemporaryDirectory(prefix=f"autograder-{os.getpid()}-")
         use_cgroups, use_seccomp = memory_guards()
         self.cgroup = student_cgroup(limits, extra_tasks=3) if use_cgroups else None  # bwrap's two processes
-        filter_fd = seccomp.program_fd() if use_seccomp and bubblewrap_works() else None
+        filter_fd = seccomp.program_fd() if use_seccomp else None
         to_child_r, self.write_fd = os.pipe()
         self.read_fd, from_child_w = os.pipe()
         command, home = worker_command(self.scratch.name, to_child_r, from_child_w, modules,
                                        scratch_bytes=limits.scratch_bytes, seccomp_fd=filter_fd)
         fds = (to_child_r, from_child_w) + ((filter_fd,) if filter_fd is not None else ())
-        load_here = use_seccomp and filter_fd is None
+        load_here = use_seccomp and "--seccomp" not in command  # without bubblewrap: loaded before the exec
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -31,8 +31,38 @@ def load():
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def timed(command, **kwargs):
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+STAGES = {"start": "start the student's process (fork from the warm zygote, walls, limits)",
+          "cells": "run the notebook's cells",
+          "checks": "the checks: the student's code on their inputs, the comparisons",
+          "grader's answers": "the grader's answers mid-call (stand-ins of earlier exercises, probes)",
+          "end": "end the process, clean up"}
+
+
+def print_breakdown(folder, notebooks):
+    """Seconds per notebook in each stage (summed over the workers: with -j N they overlap), and by chapter."""
+    import json
+    import collections
+    total, by_assignment, counted = collections.Counter(), collections.defaultdict(collections.Counter), collections.Counter()
+    for path in folder.glob("profile-*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            total.update(row["seconds"])
+            by_assignment[row["assignment"]].update(row["seconds"])
+            counted[row["assignment"]] += 1
+    if not counted:
+        print("  (no profile was written)")
+        return
+    worked = sum(total.values())
+    print(f"where a notebook's time goes (worker seconds, {sum(counted.values())} of {notebooks} notebooks; "
+          "the rest is the run's own start, discovery and reports):")
+    for stage, what in STAGES.items():
+        print(f"  {total[stage] / sum(counted.values()):6.3f} s  {100 * total[stage] / worked:4.1f} %  {what}")
+    print("  by chapter, s per notebook: " + ", ".join(
+        f"{a} {sum(by_assignment[a].values()) / counted[a]:.2f}" for a in sorted(counted)))
+
+
+def timed(command, env_extra=None, **kwargs):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **{k: str(v) for k, v in (env_extra or {}).items()})
     start = time.perf_counter()
     subprocess.run([str(c) for c in command], check=True, capture_output=True, env=env, **kwargs)
     return time.perf_counter() - start
@@ -58,10 +88,12 @@ def main():
 
         print(f"load average before: {load()}")
 
+        (course / "profile").mkdir()
         ours = timed([BIN / "python", "-m", "autograder", "grade", course / "submitted", "--out", course / "ours",
-                      "-j", args.jobs, "--quiet"], cwd=REPO)
+                      "-j", args.jobs, "--quiet"], cwd=REPO, env_extra={"AUTOGRADER_PROFILE": course / "profile"})
         print(f"autograder: {ours:7.1f} s  ({ours / notebooks:.2f} s per notebook; "
               f"{ours / 60:.1f} min for the class)")
+        print_breakdown(course / "profile", notebooks)
         if args.skip_nbgrader:
             return
         shutil.copytree(REPO / "solutions", course / "solutions")

@@ -44,10 +44,14 @@ for _module in list(_s.modules.values()):
             return value
         _module.read_frame = _hooked_read
 _VERDICTS = {}
+_MARKERS = ("".join(["<known", " good>"]), "".join(["<", "reference "]))  # reference code's file names, made at run time
 def _strings():
     yield from _SEEN
     for obj in _gc.get_objects():
-        code = getattr(obj, "__code__", None)
+        try:
+            code = getattr(obj, "__code__", None)
+        except Exception:
+            code = None
         for each in ([obj] + ([code] if code is not None else [])):
             if type(each).__name__ == "code":
                 yield each.co_filename
@@ -57,16 +61,16 @@ def _strings():
                 yield ref
 def _scan(name):
     if name not in _VERDICTS:
-        found, strings = set(), 0
+        found, strings, code = set(), 0, 0
         for text in _strings():
             strings += 1
             for line in text.splitlines():
                 line = line.strip()
                 if len(line) >= LINE and _h.sha256(line.encode()).hexdigest() in SECRET:
                     found.add(_h.sha256(line.encode()).hexdigest()[:12])
-            if "known good>" in text or "<reference" in text:
-                found.add("a reference's code object")
-        _VERDICTS[name] = f"SCAN {name}: {strings} strings, {len(found)} solution lines {sorted(found)[:5]}"
+            if any(marker in text for marker in _MARKERS) and not any(text is marker for marker in _MARKERS):
+                code += 1
+        _VERDICTS[name] = f"SCAN {name}: {strings} strings, {len(found)} solution lines, {code} reference code"
     raise RuntimeError(_VERDICTS[name])
 '''
 
@@ -126,13 +130,16 @@ def graded(tmp_path_factory):
 
 @pytest.mark.parametrize("assignment", assignments())
 def test_no_solution_line_reaches_the_students_process(graded, assignment):
+    """A generic line ("optimizer.step()") is in the libraries' own text from the start: what the
+    first exercise's scan finds, before any check ran, is the process's own; a leak is a line more,
+    or a reference's code object, once the grader has worked."""
     messages, counted = graded
     assert counted[assignment] >= 3, "the chapter's solutions should have lines to look for"
-    verdicts = {m.split(":")[0] for text in messages[assignment] for m in re.findall(r"SCAN [^\]]*\]", text)}
-    names = [n for e in notebook.exercises(assignment)[1:] for n in e.defines if not n.startswith("_")]
-    scanned = {v.split()[1] for v in verdicts}
-    # every exercise after the first ran with stand-ins in place; its scanner must have run (evidence)
-    assert scanned >= {n for n in names if n in scanned} and len(scanned) >= len(names) // 2, (scanned, names)
-    leaks = [m for text in messages[assignment] for m in re.findall(r"SCAN [^\]]*\]", text)
-             if not re.search(r", 0 solution lines \[\]", m)]
-    assert not leaks, leaks
+    verdicts = {}
+    for text in messages[assignment]:
+        for name, lines, code in re.findall(r"SCAN (\w+): \d+ strings, (\d+) solution lines, (\d+) reference code", text):
+            verdicts[name] = (int(lines), int(code))
+    first, *later = [n for e in notebook.exercises(assignment) for n in e.defines if not n.startswith("_")]
+    assert first in verdicts and set(later) <= set(verdicts), (sorted(verdicts), later)  # every scan ran
+    leaks = {name: found for name, found in verdicts.items() if found[0] > verdicts[first][0] or found[1]}
+    assert not leaks, (verdicts[first], leaks)

@@ -40,6 +40,7 @@ class SandboxedStudent:
         self.exercise_deadline = float("inf")
         self.known_good = None  # the request that put the stand-ins in place, re-sent after a restart
         self.callbacks = {}     # name -> function: what a probe may ask the grader during a call
+        self.seconds = {}       # stage -> seconds ("start": the process, "cells": the notebook's cells)
         self._start()
 
     def start_exercise(self):
@@ -76,6 +77,7 @@ class SandboxedStudent:
     # -- the process ------------------------------------------------------------------------
 
     def _start(self):
+        started = time.perf_counter()
         try:
             self.process = open_process(self.limits, self.modules)
         except (OSError, TimeoutError, EOFError, WireError) as error:
@@ -83,6 +85,8 @@ class SandboxedStudent:
             self.cell_errors = {None: f"the grader could not start a process for your notebook ({error})"}
             self.restarts_left = 0
             return
+        self.seconds["start"] = self.seconds.get("start", 0.0) + time.perf_counter() - started
+        started = time.perf_counter()
         try:
             self._send({"op": "run", "cells": [list(c) for c in self.cells], "cell_seconds": self.limits.cell_seconds},
                        "sending your notebook's cells", self.limits.notebook_seconds)
@@ -91,6 +95,8 @@ class SandboxedStudent:
         except StudentError as error:
             self.cell_errors = {None: str(error)}
             self.restarts_left = 0  # the notebook itself does not run: starting again would not help
+        finally:
+            self.seconds["cells"] = self.seconds.get("cells", 0.0) + time.perf_counter() - started
 
     def _request(self, request, doing, seconds):
         if time.monotonic() > self.deadline:
@@ -119,10 +125,13 @@ class SandboxedStudent:
         callback = self.callbacks.get(question["callback"]) if isinstance(question["callback"], str) else None
         if callback is None or not isinstance(question.get("args"), list):
             return {"error": "the grader answers no such question now"}
+        started = time.perf_counter()
         try:
             return {"value": callback(*question["args"])}
         except Exception as error:  # noqa: BLE001
             return {"error": bounded(f"{type(error).__name__}: {error}")}
+        finally:
+            self.seconds["grader's answers"] = self.seconds.get("grader's answers", 0.0) + time.perf_counter() - started
 
     def _send(self, request, doing, seconds):
         try:

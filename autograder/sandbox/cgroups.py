@@ -110,8 +110,16 @@ def _make_grader_folders(bases):
                 raise _Unavailable(f"cannot create a cgroup in {base} ({error.strerror})") from None
             continue  # processes are still counted by the watcher
         folders[controller] = folder
-    atexit.register(_remove_all, dict(folders))
+    _at_exit(folders)
     return folders
+
+
+def _at_exit(folders):
+    """Remove them when this process exits: as the grader (atexit) or as a worker of `-j N`
+    (multiprocessing's workers end with os._exit, after its own finalizers, not atexit's)."""
+    from multiprocessing import util
+    atexit.register(_remove_all, dict(folders))
+    util.Finalize(None, _remove_all, args=(dict(folders),), exitpriority=10)
 
 
 def _make_v2_folder(base, controllers):
@@ -134,7 +142,7 @@ def _make_v2_folder(base, controllers):
     except OSError as error:
         raise _Unavailable(f"cannot delegate the memory controller in {base} ({error.strerror})") from None
     folders = {c: folder for c in controllers}
-    atexit.register(_remove_all, dict(folders))
+    _at_exit(folders)
     return folders
 
 

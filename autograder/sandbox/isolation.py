@@ -113,10 +113,12 @@ def bubblewrap_command(as_nobody=False, scratch_bytes=None, seccomp_fd=None):
     """bwrap's arguments up to `--`. The writable places are in-memory folders of the sandbox's own,
     the rest is read-only; the zygote empties them between students. /tmp comes first: the binds
     may lie under /tmp (a venv in a clone there). Run as nobody, bwrap binds what nobody cannot
-    reach from its relay. With `scratch_bytes`, the kernel bounds each in-memory folder to it
-    (where bwrap can); with `seccomp_fd`, bwrap loads that filter (`seccomp`) for the command."""
+    reach from its relay. With `scratch_bytes`, the kernel bounds each in-memory folder to a quarter
+    more (where bwrap can): the watcher, which kills past `scratch_bytes` in all of them together
+    and says so, still sees a full folder; with `seccomp_fd`, bwrap loads that filter (`seccomp`)."""
     relays = _relays() if as_nobody else {}
-    size = ["--size", str(scratch_bytes)] if scratch_bytes and _bubblewrap_sizes_tmpfs() else []
+    size = (["--size", str(scratch_bytes + scratch_bytes // 4)] if scratch_bytes and _bubblewrap_sizes_tmpfs()
+            else [])
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox", *size, "--tmpfs", "/tmp"]
     args += [a for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.islink(f"/{n}")

@@ -211,7 +211,8 @@ class StudentCgroup:
         for line in lines:
             _, controllers, path = line.split(":", 2)
             if ("memory" in controllers.split(",")) if self.version == 1 else controllers == "":
-                return self.folders["memory"].endswith(path.rstrip("/")) and path.endswith(os.path.basename(self.folders["memory"]))
+                folder = self.folders["memory"]
+                return folder.endswith(path.rstrip("/")) and path.endswith("/" + os.path.basename(folder))
         return False
 
     def adopt_tree(self, pid):

@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from autograder.checks.known_good import MAX_ELEMENTS, MAX_MODULES, MAX_PARAMETERS, MAX_WORK, KnownGood
+from autograder.checks.known_good import MAX_ELEMENTS, MAX_KEPT, MAX_PARAMETERS, MAX_WORK, KnownGood
 from autograder.sandbox.calls import CallError, StudentNamespace
 from autograder.wire import roundtrip
 
@@ -158,7 +158,7 @@ def test_what_a_student_sends_is_bounded_before_the_grader_works():
     with pytest.raises(RuntimeError, match="would make"):
         namespace["outer"](torch.zeros(side))
     assert namespace["outer"](torch.ones(3)).sum() == 9   # and a fair call still runs
-    for dim in range(1, MAX_MODULES + 8):  # modules kept: bounded, the oldest built again on demand
+    for dim in range(1, MAX_KEPT + 8):  # modules kept: bounded, the oldest built again on demand
         namespace["Tied"](dim)
     first = namespace["Tied"](1)
     assert first(torch.ones(1, 1))[0].shape == (1, 1)

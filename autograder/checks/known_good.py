@@ -15,12 +15,16 @@ import numpy as np
 
 from ..sandbox.standins import TAG
 
-MAX_ELEMENTS = 2**22          # numbers in one request (arguments, parameters): 16 MB of float32
-MAX_WORK = 2**25              # numbers made by one call, all its steps together (measured on meta)
+# The course's own checks need at most 0.6 M numbers sent and 1.7 M made by one call (TinyLM's
+# forward in train_lm; measured over every chapter's reference): the bounds leave ten times that.
+# The grader then holds at most MAX_WORK + MAX_KEPT_WORK + MAX_KEPT_PARAMETERS numbers for a student.
+MAX_ELEMENTS = 2**22          # numbers in one request (arguments, parameters)
+MAX_WORK = 2**24              # numbers made by one call, all its steps together (measured on meta)
 MAX_PAIRED_ELEMENTS = 2**24   # NumPy: the two largest arrays' sizes multiplied (a query x point matrix)
 MAX_PARAMETERS = 2**22        # numbers in one module the student's code asks the grader to build
-MAX_MODULES = 32              # modules kept (one per distinct constructor call)
-MAX_GRAPHS = 8                # forward passes kept for their backward pass
+MAX_KEPT_PARAMETERS = 2**23   # numbers in all the modules kept (one per distinct constructor call)
+MAX_KEPT_WORK = 2**24         # numbers made by the forward passes kept for their backward pass
+MAX_KEPT = 64                 # modules, and forward passes, kept
 
 
 class Refused(Exception):
@@ -92,10 +96,12 @@ class KnownGood:
         return {"init": key[1:], "tree": describe(module), "state": state, "rng": rng}
 
     def _keep(self, name, args, kwargs, module):
+        """Keep the module built for this constructor call; the oldest go first (built again if asked)."""
         key = (name, args, kwargs)
         self.modules[repr(key)] = (key, module)
         self.modules.move_to_end(repr(key))
-        while len(self.modules) > MAX_MODULES:
+        while len(self.modules) > 1 and (len(self.modules) > MAX_KEPT or sum(
+                sum(t.numel() for t in m.state_dict().values()) for _, m in self.modules.values()) > MAX_KEPT_PARAMETERS):
             self.modules.popitem(last=False)
         return key
 
@@ -147,8 +153,9 @@ class KnownGood:
         answer["value"] = self._encode(value, outputs)
         key = next(self.keys)
         if outputs:
-            self.graphs[key] = (leaves, outputs)
-            while len(self.graphs) > MAX_GRAPHS:
+            self.graphs[key] = (leaves, outputs, self.work[self.signature] or _numbers(outputs))
+            while len(self.graphs) > 1 and (len(self.graphs) > MAX_KEPT or
+                                            sum(g[2] for g in self.graphs.values()) > MAX_KEPT_WORK):
                 self.graphs.popitem(last=False)
         return dict(answer, key=key, outputs=[o.detach() for o in outputs])
 
@@ -156,7 +163,7 @@ class KnownGood:
         import torch
         if key not in self.graphs:
             raise Refused("its forward pass is no longer kept (backward once per forward, soon after it)")
-        leaves, outputs = self.graphs.pop(key)
+        leaves, outputs, _ = self.graphs.pop(key)
         if len(grads) != len(outputs):
             raise Refused("the gradients do not match the outputs")
         wanted = [i for i, t in enumerate(leaves) if t.requires_grad]
@@ -169,11 +176,11 @@ class KnownGood:
     def _measure(self, function, module, args, kwargs, state):
         """Refuse a call whose steps would make more than MAX_WORK numbers, measured on `meta`
         (shapes without data) once per distinct set of shapes."""
-        signature = repr((id(function), _shapes([args, kwargs, state])))
+        self.signature = signature = repr((id(function), _shapes([args, kwargs, state])))
         if signature not in self.work:
-            self.work[signature] = _work_on_meta(function, module, args, kwargs, state)
             if len(self.work) > 4096:
                 self.work.clear()
+            self.work[signature] = _work_on_meta(function, module, args, kwargs, state)
         if self.work[signature] > MAX_WORK:
             raise Refused(f"it would make {self.work[signature]:,} numbers (at most {MAX_WORK:,}); "
                           "call it on smaller inputs")
@@ -303,8 +310,12 @@ def _arrays(value):
             yield from _arrays(v)
 
 
+def _numbers(value):
+    return sum(t.numel() for t in _tensors(value)) + sum(a.size for a in _arrays(value))
+
+
 def _bounded(value):
-    numbers = sum(t.numel() for t in _tensors(value)) + sum(a.size for a in _arrays(value))
+    numbers = _numbers(value)
     if numbers > MAX_ELEMENTS:
         raise Refused(f"{numbers:,} numbers sent (at most {MAX_ELEMENTS:,})")
 

@@ -1,6 +1,7 @@
 """Calling the student's code by name, in the process where it lives (worker or kernel)."""
 import contextlib
 import copy
+import errno
 import sys
 import traceback
 
@@ -191,5 +192,8 @@ def describe_exception(error):
         message = str(error)[:300]
     except Exception:  # noqa: BLE001 (a __str__ that raises)
         message = "(its message could not be read)"
+    if isinstance(error, OSError) and error.errno == errno.ENOMEM:
+        message += (" (the memory limit was reached: the sandbox bounds all your processes' memory together, "
+                    "and refuses memfd_create and System V shared memory)")
     kind = str(type(error).__name__)[:100]  # a class name can be megabytes long
     return f"{kind}: {message}{where}" if message else f"{kind}{where}"

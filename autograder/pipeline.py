@@ -12,6 +12,7 @@ from typing import NamedTuple
 from . import assignments, journal, notebook, reference, stated
 from .checks import exercise_checks, run_exercise
 from .notebook import NotebookError, load_submission
+from .profile import Stages
 from .results import Graded
 from .sandbox.session import Limits, SandboxedStudent
 
@@ -221,6 +222,7 @@ def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
     if extra:
         graded.notes.append(f"only {assignment}.ipynb is graded; ignored: {', '.join(extra)}")
     ref = reference.load(assignment)
+    stages = Stages()
     with SandboxedStudent(submission.code_cells, limits, notebook.modules_to_preload(assignment)) as student_process:
         if None in student_process.cell_errors:  # the notebook itself could not be run to its end
             return not_graded(student, assignment, student_process.cell_errors[None])
@@ -228,8 +230,15 @@ def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
             graded.notes.append(f"code cell {index} raised {error}")
         for exercise in notebook.exercises(assignment):
             student_process.start_exercise()
-            graded.exercises.append(run_exercise(assignment, exercise.name, student_process, ref))
-    return graded
+            with stages.stage("checks"):
+                graded.exercises.append(run_exercise(assignment, exercise.name, student_process, ref))
+        with stages.stage("end"):
+            student_process.close()
+    for stage, seconds in student_process.seconds.items():
+        stages.add(stage, seconds)
+    stages.add("checks", -student_process.seconds.get("grader's answers", 0.0))  # counted apart
+    stages.save(student, assignment)
+    return graded.bound_text()  # every message was bounded here, outside the student's reach; now all together
 
 
 def _load(path, assignment):

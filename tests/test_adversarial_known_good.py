@@ -7,9 +7,10 @@ channel's frames as they are read — and, each time the grader calls one of its
 all of that and every string and code object the garbage collector can reach, for the lines of
 the chapter's solutions (as hashes: the attacker's notebook holds none of them). Its functions
 raise what they found, so the verdict comes back in the grader's own feedback, as a leak would.
-Judged by outcome: every exercise's verdict is present (the scan ran, after the stand-ins were
-in place) and none found a line.
+Judged by outcome: a control student beside the attacker keeps full marks, every exercise's
+verdict is present (the scan ran, after the stand-ins were in place) and none found a line.
 """
+import csv
 import hashlib
 import json
 import re
@@ -20,6 +21,7 @@ import nbformat
 import pytest
 
 from autograder import REPO_ROOT, assignments, notebook
+from submissions import filled_notebook, write
 
 SOLUTION_LINE = 16  # characters: shorter lines ("return out") are not anybody's answer
 
@@ -118,8 +120,12 @@ def graded(tmp_path_factory):
         folder = submissions / "attacker" / assignment
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
+        write(filled_notebook(assignment), submissions / "control" / assignment / f"{assignment}.ipynb")
     subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out), "-j", "2"],
                    cwd=REPO_ROOT, check=True, capture_output=True, timeout=900)
+    with open(out / "grades.csv", newline="") as f:
+        control = [r for r in csv.DictReader(f) if r["student"] == "control"]
+    assert control and all(float(r["score"]) == float(r["max_score"]) for r in control), control
     messages = {}
     for assignment in assignments():
         data = json.loads((out / ".journal" / "attacker" / f"{assignment}.json").read_text())

@@ -7,7 +7,7 @@ import pickle
 import pytest
 from conftest import REPO
 
-from autograder.results import MAX_NOTES, CheckResult, ExerciseResult, Graded
+from autograder.results import MAX_NOTEBOOK_TEXT, MAX_NOTES, CheckResult, ExerciseResult, Graded
 from autograder.text import LIMIT, bounded, for_csv_cell, for_html, for_terminal
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\r\t\x00\x7f\x85\u202e\u2028"
@@ -76,9 +76,20 @@ def test_results_bound_every_string_when_it_is_set():
     assert len(Graded.from_dict({**graded.to_dict(), "notes": [huge] * 1000}).notes) == MAX_NOTES + 1
 
 
+def test_a_notebooks_messages_are_bounded_all_together_in_notebook_order():
+    long = "E" * LIMIT
+    checks = [CheckResult(f"check {i}", 0.0, 1.0, long) for i in range(100)]  # 100 failing checks, each at the limit
+    graded = Graded("s", "01-weights", [ExerciseResult("softmax", 100.0, checks)], notes=["a note"]).bound_text()
+    messages = [c.message for c in graded.exercises[0].checks]
+    assert sum(map(len, messages)) + len("a note") <= MAX_NOTEBOOK_TEXT + 100 * 120
+    assert messages[0] == long and "its message was cut" in messages[-1]  # the first ones are kept whole
+    assert all(messages) and graded.exercises[0].score == 0  # a cut message is still a failure
+
+
 def test_the_instructors_page_states_the_bounds_the_code_uses():
     page = (REPO / "book" / "instructors.md").read_text()
     assert f"cut to {LIMIT:,} characters" in page and f"at most {MAX_NOTES} notes" in page
+    assert f"{MAX_NOTEBOOK_TEXT:,} characters" in page
 
 
 def test_nbgrader_feedback_keeps_a_test_cells_error_bounded():

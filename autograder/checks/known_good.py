@@ -27,6 +27,9 @@ MAX_KEPT_WORK = 2**24         # numbers made by the forward passes kept for thei
 MAX_KEPT = 64                 # modules, and forward passes, kept
 
 
+_WORK = {}   # (reference, function, shapes) -> the numbers its call makes: the same for every student
+
+
 class Refused(Exception):
     """A request over the bounds: the student's call fails with this message."""
 
@@ -39,7 +42,6 @@ class KnownGood:
         self.modules = collections.OrderedDict()   # (name, args, kwargs) -> the reference module
         self.graphs = collections.OrderedDict()    # key -> (leaves, outputs)
         self.keys = itertools.count()
-        self.work = {}                             # what a call's shapes cost, measured once
 
     def spec(self):
         """What the student's process must make: a function, or a module class and its methods."""
@@ -60,12 +62,12 @@ class KnownGood:
                 return self.new(*args)
             if op == "call":
                 name, rest = args[0], args[1:]
-                return self.compute(self._named(name), None, *rest)
+                return self.compute(self._named(name), None, *rest, what=name)
             if op == "method":
                 (root, path, method, training), rest = args[:4], args[4:]
                 module = self._module(root).get_submodule(path)
                 module.train(bool(training))
-                return self.compute(getattr(module, str(method)), module, *rest)
+                return self.compute(getattr(module, str(method)), module, *rest, what=repr((root, path, method)))
             if op == "backward":
                 return self.backward(*args)
         except Refused as refusal:
@@ -122,7 +124,7 @@ class KnownGood:
 
     # -- one call ------------------------------------------------------------------------------
 
-    def compute(self, function, module, args, kwargs, state, differentiable, grad):
+    def compute(self, function, module, args, kwargs, state, differentiable, grad, what=""):
         import torch
         objects = []
         leaves = [t.requires_grad_(True) if grad and t.is_floating_point() else t
@@ -136,7 +138,7 @@ class KnownGood:
             if missing:
                 raise Refused(f"the module has lost its parameters {', '.join(missing)}")
             state = {n: t for n, t in state.items() if n in known}
-        self._measure(function, module, args, kwargs, state)
+        work = self._measure(what, function, module, args, kwargs, state)
         from ..sandbox.calls import one_device
         on_meta = any(t.device.type == "meta" for t in _tensors([args, kwargs, state]))
         with torch.set_grad_enabled(bool(grad)), one_device() if on_meta else _nothing():
@@ -153,7 +155,7 @@ class KnownGood:
         answer["value"] = self._encode(value, outputs)
         key = next(self.keys)
         if outputs:
-            self.graphs[key] = (leaves, outputs, self.work[self.signature] or _numbers(outputs))
+            self.graphs[key] = (leaves, outputs, work or _numbers(outputs))
             while len(self.graphs) > 1 and (len(self.graphs) > MAX_KEPT or
                                             sum(g[2] for g in self.graphs.values()) > MAX_KEPT_WORK):
                 self.graphs.popitem(last=False)
@@ -173,21 +175,22 @@ class KnownGood:
             answer[i] = None if g is None else g.detach()
         return answer
 
-    def _measure(self, function, module, args, kwargs, state):
-        """Refuse a call whose steps would make more than MAX_WORK numbers, measured on `meta`
-        (shapes without data) once per distinct set of shapes."""
-        self.signature = signature = repr((id(function), _shapes([args, kwargs, state])))
-        if signature not in self.work:
-            if len(self.work) > 4096:
-                self.work.clear()
-            self.work[signature] = _work_on_meta(function, module, args, kwargs, state)
-        if self.work[signature] > MAX_WORK:
-            raise Refused(f"it would make {self.work[signature]:,} numbers (at most {MAX_WORK:,}); "
-                          "call it on smaller inputs")
+    def _measure(self, what, function, module, args, kwargs, state):
+        """The numbers the call would make, measured on `meta` (shapes without data) once per
+        reference function and distinct set of shapes in this process; refused past MAX_WORK."""
+        signature = repr((self.ref.__name__, what, _shapes([args, kwargs, state])))
+        if signature not in _WORK:
+            if len(_WORK) > 4096:
+                _WORK.clear()
+            _WORK[signature] = _work_on_meta(function, module, args, kwargs, state)
+        work = _WORK[signature]
+        if work > MAX_WORK:
+            raise Refused(f"it would make {work:,} numbers (at most {MAX_WORK:,}); call it on smaller inputs")
         arrays = sorted((a.size for a in _arrays([args, kwargs, state])), reverse=True)
         if len(arrays) >= 2 and arrays[0] * arrays[1] > MAX_PAIRED_ELEMENTS:
             raise Refused(f"arrays of {arrays[0]:,} and {arrays[1]:,} numbers (their product at most "
                           f"{MAX_PAIRED_ELEMENTS:,})")
+        return work
 
     # -- values across the channel -------------------------------------------------------------
 

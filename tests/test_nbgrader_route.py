@@ -1,12 +1,15 @@
 """The instructors' page's nbgrader commands, run exactly as the page shows them, on two students
 of chapter 1, in a copy of the course (never the repository's notebooks/ or gradebook)."""
 import csv
+import logging
 import os
 import re
 import shutil
 import subprocess
 
+import nbformat
 from conftest import REPO, users_shell_env
+from traitlets.config.loader import PyFileConfigLoader
 
 from autograder.notebook import exercises
 from autograder.pipeline import grade_notebook
@@ -52,12 +55,17 @@ def test_the_nbgrader_commands_on_the_page_grade_a_class_as_written(tmp_path):
     done = subprocess.run(["bash", "-e", "-c", block], cwd=course, capture_output=True, text=True, timeout=1500,
                           env=users_shell_env())
     assert done.returncode == 0, f"the page's commands failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    # nbgrader's tampering warning ("Attribute 'checksum' for cell test_... has changed!") on untouched notebooks
+    said = [line for line in (done.stdout + done.stderr).splitlines() if re.search(r"checksum|has changed", line, re.I)]
+    assert not said, "\n".join(said[:5])
 
     for notebook in (REPO / "notebooks").glob("*/*.ipynb"):  # make release regenerated them byte for byte
         assert (course / notebook.relative_to(REPO)).read_bytes() == notebook.read_bytes(), notebook.name
 
-    rows = {r["student_id"]: r for r in csv.DictReader(open(course / "grades.csv")) if r["assignment"] == A}
-    assert set(rows) == set(STUDENTS)
+    exported = list(csv.DictReader(open(course / "grades.csv")))
+    assert {r["assignment"] for r in exported} == {A}, "the export lists assignments nobody handed in"
+    rows = {r["student_id"]: r for r in exported}
+    assert set(rows) == set(STUDENTS) and len(exported) == len(STUDENTS)
     total = sum(e.points for e in exercises(A))
     for student, sample in STUDENTS.items():
         ours = grade_notebook(student, A, str(SAMPLES / sample / A / f"{A}.ipynb"))
@@ -66,3 +74,23 @@ def test_the_nbgrader_commands_on_the_page_grade_a_class_as_written(tmp_path):
         feedback = (course / "feedback" / student / A / f"{A}.html").read_text()
         assert "BEGIN HIDDEN TESTS" not in feedback and "autograder.checks" not in feedback
     assert float(rows["alice"]["score"]) == total and float(rows["bob"]["score"]) < total
+
+    # a graded cell that was changed is still reported, and its hidden tests put back, by the same sanitizing steps
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    nb = nbformat.read(course / "submitted" / "bob" / A / f"{A}.ipynb", as_version=4)
+    graded = [cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")]
+    graded[0].source = "pass"
+    resources = {"nbgrader": {"notebook": A, "assignment": A, "db_url": config.CourseDirectory.db_url}}
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    for step in config.Autograde.sanitize_preprocessors:
+        step = step(config=config)
+        step.log.addHandler(handler)
+        try:
+            nb, resources = step.preprocess(nb, resources)
+        finally:
+            step.log.removeHandler(handler)
+    warned = [r.getMessage() for r in records if "checksum" in r.getMessage()]
+    assert len(warned) == 1 and graded[0].metadata.nbgrader.grade_id in warned[0], warned
+    assert all("BEGIN HIDDEN TESTS" in cell.source for cell in graded)

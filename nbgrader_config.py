@@ -72,6 +72,7 @@ class ExportHandedIn(CsvExportPlugin):
         if not self.assignment:
             self.assignment = [a.name for a in gradebook.assignments if a.submissions]
             if not self.assignment:  # nothing handed in: a header and no rows, not every assignment
+                self.log.info("No assignment has been handed in")
                 self.assignment = [""]
         super().export(gradebook)
 

@@ -41,9 +41,14 @@ release: $(STAMP)
 	for a in $$(ls solutions); do rm -rf notebooks/$$a && cp -R build/release/$$a notebooks/$$a || exit 1; done
 	rm -rf build/release
 
-check: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
-	$(BIN)/python -m autograder check "$(NB)"
+# exits with the check's status, its summary last (see venv.mk)
+ifeq ($(MAKECMDGOALS),check)
+MAKEFLAGS += -q
+endif
+check:
+	+@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
+	+@$(set_up)
+	+$(BIN)/python -m autograder check "$(NB)"
 
 # What students get (student/make_copy.py): the notebooks, the package without its hidden checks,
 # their own README, Makefile and lighter requirements; no solutions/ and no tests/

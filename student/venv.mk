@@ -45,3 +45,14 @@ define make_venv
 	fi
 	$(if $(TORCH_INDEX),$(PIP) $(shell grep -m1 '^torch==' requirements.txt) --index-url $(TORCH_INDEX))
 endef
+
+# `make check` exits with the check's own status (0 ready, 1 something to fix, 2 usage error) and
+# ends on the check's summary. GNU make exits 2 whenever a command fails, after a line of its own
+# ("make: *** [Makefile:..: check] Error 1"), except in question mode (-q), where the status 1 of a
+# recursive command (one marked `+`) becomes make's own status, quietly. So a Makefile's check
+# target is run in question mode (`MAKEFLAGS += -q` when it is make's only goal), its commands are
+# marked `+`, and $(set_up), its first command, makes .venv up to date in a make of its own,
+# outside question mode, as the $(STAMP) rule does for any other target.
+make_again = MAKEFLAGS= $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) \
+  PYTHON="$(PYTHON)" TORCH_INDEX="$(TORCH_INDEX)"
+set_up = $(make_again) -q $(STAMP) 2>/dev/null || $(make_again) $(STAMP)

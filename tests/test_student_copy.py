@@ -115,6 +115,48 @@ def test_the_set_up_refuses_another_python_and_remakes_a_venv_of_another(tmp_pat
     assert not (course / ".venv").exists()
 
 
+@pytest.mark.parametrize("makefile", ["Makefile", "student/Makefile"])
+def test_make_check_exits_with_the_checks_status_and_ends_on_its_summary(tmp_path, makefile):
+    """`make check` as a user types it, with the course's and the students' Makefile: 1 and the
+    check's summary as the last line for a notebook with something to fix (never make's own 2 and
+    "Error 1" line), 0 for a ready one, 2 with the usage when NB is missing."""
+    course = tmp_path / "course"
+    venv_mk = course / ("student/venv.mk" if makefile == "Makefile" else "venv.mk")
+    venv_mk.parent.mkdir(parents=True)
+    shutil.copy(REPO / makefile, course / "Makefile")
+    shutil.copy(REPO / "student" / "venv.mk", venv_mk)
+    # a .venv already set up, whose python is the repository's: make has nothing to install, and
+    # could not install into the repository's .venv if it tried (this one has no pip)
+    bin_dir = course / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{REPO / ".venv" / "bin" / "python"}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    (course / ".venv" / "pyvenv.cfg").write_text("version = %d.%d.%d\n" % sys.version_info[:3])
+    for name in ("requirements.txt", "pyproject.toml"):
+        shutil.copy(REPO / name, course / name)
+        os.utime(course / name, (time.time() - 60,) * 2)
+    (course / ".venv" / ".installed").touch()
+    stub = course / "notebooks" / "01-weights" / "01-weights.ipynb"
+    stub.parent.mkdir(parents=True)
+    shutil.copy(REPO / "notebooks" / "01-weights" / "01-weights.ipynb", stub)
+    ready = write(filled_notebook("01-weights"), tmp_path / "ready" / "01-weights.ipynb")
+
+    def make_check(*args):
+        return subprocess.run(["make", "check", *args], cwd=course, env=users_shell_env(), capture_output=True,
+                              text=True, timeout=300)
+
+    to_fix = make_check("NB=notebooks/01-weights/01-weights.ipynb")
+    assert to_fix.returncode == 1, to_fix.stdout[-2000:] + to_fix.stderr
+    assert to_fix.stderr == ""  # make's "make: *** [Makefile:..: check] Error 1" would come last
+    assert to_fix.stdout.splitlines()[-1] == "0 of 5 exercises ready; 5 problems to fix before you hand it in."
+    done = make_check(f"NB={ready}")
+    assert done.returncode == 0 and done.stderr == "", done.stdout[-2000:] + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("All 5 exercises ready")
+    usage = make_check()
+    assert usage.returncode == 2 and usage.stdout.startswith("usage: make check NB=")
+    assert not (course / ".venv" / "bin" / "pip").exists()
+
+
 def fetch(url, seconds=60):
     """The body at url, asking again while the server does not answer yet (a busy machine)."""
     for _ in range(seconds):
@@ -173,7 +215,7 @@ def test_every_command_of_the_readme_works_in_a_fresh_copy(copy, tmp_path):
     assert serve_and_list(commands[2], copy, env) == assignments()
 
     untouched = shell(commands[3], copy, env)
-    assert untouched.returncode != 0
+    assert untouched.returncode == 1 and "make: ***" not in untouched.stderr, untouched.stderr
     assert untouched.stdout.strip().splitlines()[-1] == "0 of 5 exercises ready; 5 problems to fix before you hand it in."
     write(filled_notebook("01-weights"), copy / "notebooks" / "01-weights" / "01-weights.ipynb")
     solved = shell(commands[3], copy, env)

@@ -1,6 +1,7 @@
 """`python -m autograder grade SUBMISSIONS --out DIR [-j N] [--student NAME] [--shard K/N --seed S]`, `merge`, `check`, `export`."""
 import argparse
 import os
+import signal
 import sys
 
 from . import has_solutions, report, summary
@@ -10,6 +11,15 @@ from .text import for_terminal
 
 
 def main(argv=None):
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before or after the grading itself (`grade` says how far it got)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("\ninterrupted; run the same command again", file=sys.stderr, flush=True)
+        return 130
+
+
+def _main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     grade = commands.add_parser("grade", help="grade a folder of submissions <student>/<assignment>/<assignment>.ipynb")
@@ -137,12 +147,20 @@ def main(argv=None):
                   file=sys.stderr, flush=True)
 
     seed = journal.run_seed(args.out, given)  # kept in --out: a rerun into it draws the same inputs
-    graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
-                                          progress=progress, regrade=set(args.student), students=share,
-                                          discovered=discovered, seed=seed)
-    if shard:
-        write_shard(args.out, *shard, everyone, graded, problems, seed)
-    _write_results(graded, problems, args.out, args.quiet)
+    try:
+        graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
+                                              progress=progress, regrade=set(args.student), students=share,
+                                              discovered=discovered, seed=seed)
+        if shard:
+            write_shard(args.out, *shard, everyone, graded, problems, seed)
+        _write_results(graded, problems, args.out, args.quiet)
+    except KeyboardInterrupt as stop:  # Ctrl-C: nothing of the run is left running (`pipeline.Interrupted`)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the last words are said whole
+        what = (f"{stop.done} of {stop.total} notebooks graded" if isinstance(stop, pipeline.Interrupted)
+                else "every notebook graded, the results not all written")
+        print(f"{'' if args.quiet else chr(10)}interrupted: {what}; run the same command again to resume",
+              file=sys.stderr, flush=True)
+        return 130
     if shard:
         print(f"shard {args.shard}: {len(share)} of {len(everyone)} students; when every shard is done: "
               f"python -m autograder merge SHARD_OUT... --out DIR", file=sys.stderr)

@@ -2,9 +2,12 @@
 
 SUBMISSIONS follows nbgrader's layout, `<student>/<assignment>/<assignment>.ipynb`.
 """
+import contextlib
 import dataclasses
 import os
+import signal
 import stat
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
@@ -14,6 +17,7 @@ from .checks import exercise_checks, run_exercise
 from .notebook import NotebookError, load_submission
 from .profile import Stages
 from .results import Graded
+from .sandbox import lifeline
 from .sandbox.session import Limits, SandboxedStudent
 
 LAYOUT = "<student>/<assignment>/<assignment>.ipynb"
@@ -295,17 +299,96 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
         finish(i, _grade_job(found[i]))
     todo = [i for i in todo if not found[i].refusal]
     by_assignment = sorted(todo, key=lambda i: (found[i].assignment, i))  # a warm zygote serves one assignment
-    if jobs == 1 or len(todo) <= 1:
-        for i in by_assignment:
-            finish(i, _grade_job(found[i], limits, seed))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_warm_up) as pool:
-            futures = {pool.submit(_grade_job, found[i], limits, seed): i for i in by_assignment}
-            for future in as_completed(futures):
-                finish(futures[future], future.result())
+    pool = None
+    with lifeline.Run() as run, _CtrlC() as ctrl_c:
+        try:
+            if jobs == 1 or len(todo) <= 1:
+                for i in by_assignment:
+                    graded = _grade_job(found[i], limits, seed)
+                    with ctrl_c.deferred():  # a result is journaled whole, or not at all
+                        finish(i, graded)
+            else:
+                pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(os.getpid(),))
+                futures = {pool.submit(_grade_job, found[i], limits, seed): i for i in by_assignment}
+                for future in as_completed(futures):
+                    with ctrl_c.deferred():
+                        finish(futures[future], future.result())
+                pool.shutdown()
+        except BaseException as error:
+            _stop_now(pool, run)
+            if isinstance(error, KeyboardInterrupt):
+                raise Interrupted(done, len(found)) from None
+            raise
     # the layout's notes are added after journaling: the journal keeps what the notebook earned
     return [dataclasses.replace(graded, notes=[*job.notes, *graded.notes]) if job.notes else graded
             for job, graded in zip(found, results)], problems
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped the run: `done` of `total` notebooks are graded and journaled, nothing of the
+    run is left running; the same command grades the rest."""
+
+    def __init__(self, done, total):
+        super().__init__(f"interrupted: {done} of {total} notebooks graded")
+        self.done, self.total = done, total
+
+
+class _CtrlC:
+    """While grading, SIGINT (Ctrl-C) in the grader's main process kills the student processes it
+    runs itself and raises KeyboardInterrupt, except while a result is journaled (`deferred`):
+    then at its end. A second Ctrl-C changes nothing; a worker of `-j N` ignores it (the main
+    process stops the workers). Only in the main thread, where signals are handled."""
+
+    def __init__(self):
+        self.owner, self.pending, self.deferring, self.previous = os.getpid(), False, 0, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _handle(self, signum, frame):
+        if os.getpid() != self.owner or self.pending:  # a worker forked before its own handler, or said already
+            return
+        self.pending = True
+        lifeline.kill_sandboxes_here()
+        if not self.deferring:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self.deferring += 1
+        try:
+            yield
+        finally:
+            self.deferring -= 1
+        if self.pending and not self.deferring:
+            raise KeyboardInterrupt
+
+
+def _start_worker(parent):
+    """A worker of `-j N`: it dies with the grader's main process, and leaves Ctrl-C to it."""
+    lifeline.die_with_parent(parent)
+    signal.signal(signal.SIGINT, lambda *_: None)  # a handler, not SIG_IGN: the student processes it starts get the default
+    _warm_up()
+
+
+def _stop_now(pool, run):
+    """Ctrl-C or an error: kill the workers (their zygotes die with them), then whatever of the run
+    is left (`lifeline.sweep`), waiting for no notebook to finish."""
+    lifeline.kill_sandboxes_here()
+    if pool is not None:
+        workers = list((pool._processes or {}).values())
+        for worker in workers:
+            worker.kill()
+        for worker in workers:
+            worker.join(timeout=2)
+        pool.shutdown(wait=False, cancel_futures=True)
+    lifeline.sweep(run.token, seconds=5)
 
 
 def _warm_up():

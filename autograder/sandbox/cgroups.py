@@ -266,6 +266,10 @@ class StudentCgroup:
             _kill_members(self.folders["memory"])
             time.sleep(0.005)
 
+    def kill_once(self):
+        """SIGKILL its processes once, waiting for nothing (Ctrl-C)."""
+        _kill_members(self.folders["memory"])
+
     def remove(self, seconds=5.0):
         """Kill what is left in it (nothing, normally), then remove it."""
         if self.oom_watch is not None:
@@ -354,16 +358,49 @@ def _remove_all(folders):
         _remove_cgroup([folder], seconds=1.0)
 
 
-def _remove_stale(base):
-    """The folders of graders that were killed before they could remove theirs."""
+def _remove_stale(base, keep=()):
+    """The folders of graders that were killed before they could remove theirs, but those in
+    `keep`; whether there was one."""
     try:
         names = os.listdir(base)
     except OSError:
-        return
+        return False
+    found = False
     for name in names:
         match = re.fullmatch(r"autograder-(\d+)(-grader)?", name)
-        if match and not os.path.exists(f"/proc/{match.group(1)}"):
+        if match and _gone(match.group(1)) and os.path.join(base, name) not in keep:
             _remove_all({"": os.path.join(base, name)})
+            found = True
+    return found
+
+
+def _gone(pid):
+    """Whether the process has ended: no such process, or a zombie."""
+    try:
+        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def remove_stale_folders():
+    """The folders of grading processes that are gone, with whatever still runs in them (the
+    reaper's work: `lifeline`), where this process's own would be; nothing is made. Whether
+    there was one."""
+    if os.environ.get(ENV_SWITCH) == "off":
+        return False
+    own, bases = _own_paths(), set()
+    for point, kind, options in _mounts():
+        if kind == "cgroup":
+            bases.update(os.path.join(point, own[c].lstrip("/")) for c in ("memory", "pids") if c in options and c in own)
+        elif kind == "cgroup2" and "" in own:
+            bases.add(os.path.join(point, own[""].lstrip("/")))
+    found = False
+    for base in bases:  # a v2 grader that moved itself into a leaf of its own: the folders are beside it
+        base = base.rstrip("/")
+        if re.fullmatch(r"autograder-\d+-grader", os.path.basename(base)):
+            found = _remove_stale(os.path.dirname(base), keep={base}) or found  # this process is in it
+        found = _remove_stale(base) or found
+    return found
 
 
 def descendants(pid):

@@ -6,8 +6,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 
-from . import channel, seccomp
+from . import channel, lifeline, seccomp
 from .cgroups import StudentCgroup
 from .isolation import apply_limits, memory_guards, remove_stale_scratch, worker_command
 from .procfs import proportional_bytes, resident_bytes, session_members, task_count
@@ -46,11 +47,18 @@ class FreshProcess(StudentProcess):
                                        scratch_bytes=limits.scratch_bytes, seccomp_fd=filter_fd)
         fds = (to_child_r, from_child_w) + ((filter_fd,) if filter_fd is not None else ())
         load_here = use_seccomp and "--seccomp" not in command  # without bubblewrap: loaded before the exec
+        grader = os.getpid()
+
+        def prepare():  # in the child: dies with the grader's thread that started it, once it is nobody
+            apply_limits(limits, self.cgroup, load_seccomp=load_here)
+            lifeline.die_with_parent(grader)
+
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 cwd=self.scratch.name, env=student_env(home), pass_fds=fds,
-                preexec_fn=lambda: apply_limits(limits, self.cgroup, load_seccomp=load_here), start_new_session=True)
+                preexec_fn=prepare, start_new_session=True)
+            _running.add(self)
         except BaseException:
             if self.cgroup is not None:
                 self.cgroup.remove()
@@ -73,7 +81,18 @@ class FreshProcess(StudentProcess):
             return memory_limit_text(self.limits.memory_bytes)
         return self.watcher.tripped or describe_exit(code)
 
+    def kill_now(self):
+        """SIGKILL its processes, waiting for nothing (Ctrl-C); `end` still closes it."""
+        for kill in (lambda: os.killpg(self.process.pid, signal.SIGKILL),
+                     lambda: self.cgroup is not None and self.cgroup.kill_once()):
+            try:
+                kill()
+            except OSError:
+                pass
+        kill_session(self.process.pid, seconds=0.2)
+
     def end(self):
+        _running.discard(self)
         self.watcher.stop()
         kill_session(self.process.pid)
         self.process.wait()
@@ -86,6 +105,14 @@ class FreshProcess(StudentProcess):
             self.cgroup.remove()  # and with it any process that left the session
         self.output.join(timeout=2)  # a grandchild that escaped may still hold the pipe
         self.scratch.cleanup()
+
+
+_running = weakref.WeakSet()  # the FreshProcesses of this grading process, not yet ended
+
+
+def kill_running():
+    for process in list(_running):
+        process.kill_now()
 
 
 class SessionWatcher(threading.Thread):
@@ -172,7 +199,7 @@ class OutputDrain(threading.Thread):
 def student_env(home):
     return {"PATH": "/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8"}
+            "TMPDIR": home, "PYTHONWARNINGS": "ignore", "LANG": "C.UTF-8", **lifeline.run_env()}
 
 
 def student_cgroup(limits, extra_tasks):

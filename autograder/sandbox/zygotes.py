@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from ..wire import WireError
-from . import channel, seccomp
+from . import channel, lifeline, seccomp
 from .isolation import apply_limits, memory_guards, zygote_command
 from .processes import (OutputDrain, StudentProcess, describe_exit_text, memory_limit_text, student_cgroup,
                         student_env)
@@ -26,11 +26,16 @@ class Zygote:
         command, home = zygote_command(theirs.fileno(), modules, scratch_bytes=limits.scratch_bytes,
                                        seccomp_fd=filter_fd)
         fds = (theirs.fileno(),) + ((filter_fd,) if filter_fd is not None else ())
+        grader = os.getpid()
+
+        def prepare():  # bwrap --die-with-parent does it too, after its own changes of identity
+            apply_limits(limits)
+            lifeline.die_with_parent(grader)
+
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                cwd="/", env=student_env(home), pass_fds=fds,
-                preexec_fn=lambda: apply_limits(limits), start_new_session=True)
+                cwd="/", env=student_env(home), pass_fds=fds, preexec_fn=prepare, start_new_session=True)
         finally:
             theirs.close()
             if filter_fd is not None:
@@ -134,6 +139,15 @@ def _children(pid):
 
 
 _zygote = None  # one per grading process: the last one used
+
+
+def kill_running():
+    """SIGKILL this process's zygote, and with it its sandbox, waiting for nothing (Ctrl-C)."""
+    if _zygote is not None and _zygote.alive():
+        try:
+            os.killpg(_zygote.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _zygote_for(limits, modules):

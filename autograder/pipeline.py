@@ -271,7 +271,9 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
     grade only these (a shard), with the layout seen over the whole class. `discovered`: what
     `discover` already returned for this run (the CLI looks first, to refuse a run with nothing).
     `seed`: the stated rules' inputs (`stated.run_seed`); by default the one kept in `out_dir`
-    (`journal.run_seed`), else a fresh one; every notebook of the run is graded with it."""
+    (`journal.run_seed`), else a fresh one; every notebook of the run is graded with it.
+    Ctrl-C raises `Interrupted` at once, when nothing of the run is left running (`_CtrlC`,
+    `_stop_now`); whatever ends the grader, nothing of the run outlives it (`sandbox.lifeline`)."""
     found, problems = discovered or discover(submissions, skip=out_dir)
     if students is not None:
         found = [job for job in found if job.student in students]

@@ -28,15 +28,17 @@ import time
 RUN_ENV = "AUTOGRADER_RUN"  # in every student process's environment: the mark of the run it belongs to
 PR_SET_PDEATHSIG = 1
 _token = None  # the run this process grades for (inherited by the workers of `-j N`)
+try:  # looked up here, not in a child between fork and exec (the loader's lock may be held there)
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
 
 
 def die_with_parent(parent=None):
     """This process gets SIGKILL when its parent (the thread that started it) ends; if `parent`
     has ended already, it exits now."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent is not None and os.getppid() != parent:
         os._exit(1)
 

@@ -51,7 +51,8 @@ check:
 	+$(BIN)/python -m autograder check "$(NB)"
 
 # What students get (student/make_copy.py): the notebooks, the package without its hidden checks,
-# their own README, Makefile and lighter requirements; no solutions/ and no tests/
+# their own README, Makefile and lighter requirements, binder/; no solutions/ and no tests/. A git
+# repository with one commit, to push as the students' public repository (repository.url in _config.yml)
 student-copy: $(STAMP)
 	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=folder"; exit 2; }
 	$(BIN)/python student/make_copy.py "$(DEST)"

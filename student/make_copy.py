@@ -1,14 +1,24 @@
-"""`make student-copy DEST=folder`: the course as students get it.
+"""`make student-copy DEST=folder`: the course as students get it, a git repository to publish.
+
+The course's own repository stays private (it holds solutions/, tests/mutants/ and
+autograder/checks/); what students see is the book and this copy, pushed as the students'
+repository, which the book's launch buttons open (`repository.url` in _config.yml).
 
 The copy holds the released notebooks, the `autograder` package without its hidden checks (the
 pre-flight check never imports them), and its own README, Makefile and requirements.txt, made
 from this folder's templates; never solutions/ nor tests/ (whose wrong implementations are near
 misses of the solutions). Its requirements.txt is the part of the course's that the notebooks
 and `check` need (`autograder.requirements.for_students`), a Jupyter to open the notebooks with,
-and the package itself.
+and the package itself. It is a git repository: one commit on the branch the launch buttons open
+(`repository.branch`), with a .gitignore, the course's licence file where it has one, and
+binder/requirements.txt (Binder's set-up: PyTorch's CPU build and the same pins, the Jupyter
+being Binder's own). The notebooks keep their paths, notebooks/<a>/<a>.ipynb, which the launch
+buttons of the book's pages open in the repository.
 """
 import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -17,8 +27,14 @@ sys.path.insert(0, str(HERE.parent))  # the course's package, whatever the worki
 from autograder import REPO_ROOT, assignments, notebook, released_notebook, requirements  # noqa: E402
 from autograder.sandbox.limits import Limits  # noqa: E402
 
+import yaml  # noqa: E402  (jupyter-book's, in the course's environment)
+
 FRONT_END = ["notebook"]  # `make notebook` (Jupyter Notebook 7, which brings JupyterLab)
-TEMPLATES = ["Makefile", "venv.mk"]  # copied as they are; README.md is filled in
+TEMPLATES = {"Makefile": "Makefile", "venv.mk": "venv.mk", "gitignore": ".gitignore"}  # copied as they
+# are (gitignore is named so here, where a .gitignore would be the course's own); README.md is filled in
+LICENCES = ("LICENSE", "LICENCE", "COPYING")  # the course's licence file, any suffix: copied as it is
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+COMMIT_MESSAGE = "The students' copy of the course"
 
 # The limits a student's notebook meets, in the students' words (the values come from Limits)
 LIMITS = {
@@ -32,9 +48,40 @@ LIMITS = {
 }
 
 
+def repository_settings():
+    """_config.yml's `repository`: url (the students' repository, which the book's launch buttons
+    open; empty where none is set yet) and branch."""
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repository = config.get("repository") or {}
+    return {"url": (repository.get("url") or "").rstrip("/"), "branch": repository.get("branch") or "main"}
+
+
 def student_requirements():
     """The copy's requirements.txt, as lines: pinned as in the course's own requirements.txt."""
     return requirements.for_students() + requirements.lines(FRONT_END) + ["-e ."]
+
+
+def binder_requirements():
+    """binder/requirements.txt, as lines: Binder reads it instead of requirements.txt. PyTorch's
+    CPU build (PyPI's torch is the CUDA build, several GB) and the course's pins; no Jupyter (Binder
+    brings its own) and not the package (the notebooks import nothing of it)."""
+    return [f"--extra-index-url {TORCH_CPU_INDEX}"] + requirements.for_students()
+
+
+def licences():
+    return sorted(p for p in REPO_ROOT.iterdir() if p.is_file() and p.name.upper().startswith(LICENCES))
+
+
+def get_it(url):
+    """The README's paragraph on how to get this copy."""
+    if url:
+        where = (f"Get it with `git clone {url}.git` (or, on {url}, *Code → Download ZIP*, and unpack it)")
+    else:
+        where = ("Get it with `git clone` and the address your instructor gives you (or download it as "
+                 "a ZIP file and unpack it)")
+    return textwrap.fill(f"This is the course's students' repository. {where}, then set it up as below. "
+                         "The book's launch buttons (the rocket, on each *Exercises* page) open the same "
+                         "notebooks on Binder or Colab, in your browser.", width=95)
 
 
 def _amount(field, value):
@@ -59,6 +106,25 @@ def notebooks_list():
     return "\n".join(lines)
 
 
+def git(dest, *args):
+    subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True, text=True)
+
+
+def make_repository(dest, branch, url):
+    """dest as a git repository: everything in one commit on `branch`, and `origin` = url if set.
+    The author is the user's git identity where there is one, else the course's."""
+    git(dest, "init", "-q")
+    git(dest, "symbolic-ref", "HEAD", f"refs/heads/{branch}")  # whatever init.defaultBranch says
+    git(dest, "add", "--all")
+    identity = []
+    for key, default in (("user.name", "Attention, gradually"), ("user.email", "course@example.invalid")):
+        if subprocess.run(["git", "config", key], cwd=dest, capture_output=True).returncode != 0:
+            identity += ["-c", f"{key}={default}"]
+    git(dest, *identity, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", COMMIT_MESSAGE)
+    if url:
+        git(dest, "remote", "add", "origin", f"{url}.git")
+
+
 def make_copy(dest):
     dest = Path(dest)
     if dest.exists():
@@ -68,18 +134,44 @@ def make_copy(dest):
     shutil.copytree(REPO_ROOT / "notebooks", dest / "notebooks", ignore=ignore)
     shutil.copytree(REPO_ROOT / "autograder", dest / "autograder", ignore=shutil.ignore_patterns("__pycache__", "checks"))
     shutil.copy(REPO_ROOT / "pyproject.toml", dest)
-    for name in TEMPLATES:
-        shutil.copy(HERE / name, dest / name)
+    for name, copied in TEMPLATES.items():
+        shutil.copy(HERE / name, dest / copied)
+    for licence in licences():
+        shutil.copy(licence, dest / licence.name)
+    repository = repository_settings()
     readme = (HERE / "README.md").read_text(encoding="utf-8")
-    readme = readme.replace("{{notebooks}}", notebooks_list()).replace("{{limits}}", limits_table())
+    readme = (readme.replace("{{notebooks}}", notebooks_list()).replace("{{limits}}", limits_table())
+              .replace("{{get}}", get_it(repository["url"])))
     (dest / "README.md").write_text(readme, encoding="utf-8")
     (dest / "requirements.txt").write_text(
         "# What the notebooks and the pre-flight check need, pinned as the course is tested\n"
         + "\n".join(student_requirements()) + "\n", encoding="utf-8")
+    (dest / "binder").mkdir()
+    (dest / "binder" / "requirements.txt").write_text(
+        "# Binder's set-up (read instead of ../requirements.txt): PyTorch's CPU build, the course's pins\n"
+        + "\n".join(binder_requirements()) + "\n", encoding="utf-8")
+    make_repository(dest, repository["branch"], repository["url"])
     return dest
+
+
+def next_steps(dest):
+    """What make student-copy prints: what the copy is, what is missing, how to publish it."""
+    repository = repository_settings()
+    lines = [f"{dest}: the students' repository, one commit on {repository['branch']} (see its README.md)"]
+    if not licences():
+        lines.append("warning: the course has no LICENSE file, so the students' repository has none: "
+                     "add one to the course's root and make the copy again")
+    if repository["url"]:
+        lines.append(f"publish it (a new, empty, public repository {repository['url']}): "
+                     f"cd {dest} && git push -u origin {repository['branch']}")
+    else:
+        lines.append("repository.url in _config.yml is empty: set it to the students' public repository "
+                     "(the book's launch buttons open it) and make the copy again, or push this one yourself: "
+                     f"cd {dest} && git remote add origin <its address> && git push -u origin {repository['branch']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python student/make_copy.py DEST")
-    print(f"{make_copy(sys.argv[1])}: the students' copy (see its README.md)")
+    print(next_steps(make_copy(sys.argv[1])))

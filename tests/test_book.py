@@ -157,3 +157,85 @@ def test_the_build_ran_on_busy_cores(build):
         f"{book_build.BUSY_CORES - busy['running']} of the busy processes beside the build stopped before it ended"
     assert busy["cpu_s"] >= 0.05 * busy["wall_s"], \
         f"the busy processes got {busy['cpu_s']:.1f} s of CPU in the {busy['wall_s']:.0f} s of the build"
+
+
+# ---- issue 29: the instructors' repository is private; the book and the students' repository
+# are public. Neither holds a line of solutions/, tests/mutants/ or autograder/checks/, and the
+# book links to the students' repository (repository.url), never to the private one.
+
+PRIVATE_MIN_LINE = 30
+
+
+def public_text():
+    """Everything the course publishes by design, one line after another: the released notebooks'
+    cells, the reading pages, the autograder package the students' copy ships (all of it but
+    checks/). A private line found in it (a generic `if isinstance(value, np.ndarray):`, a line
+    of the reading with a comment after it) is no evidence of a leak."""
+    texts = [cell.source for path in sorted(ROOT.glob("notebooks/*/*.ipynb"))
+             for cell in nbformat.read(path, as_version=4).cells]
+    sources = [*ROOT.glob("book/**/*.md"), *(p for p in ROOT.glob("autograder/**/*.py")
+                                            if p.relative_to(ROOT / "autograder").parts[0] != "checks")]
+    texts += [path.read_text(encoding="utf-8") for path in sorted(sources)]
+    return "\n".join(texts)
+
+
+def private_lines():
+    """{line: where it comes from}: the solution cells' lines between the solution markers, every
+    line of tests/mutants/ and autograder/checks/, at least PRIVATE_MIN_LINE long and published
+    nowhere by design (public_text)."""
+    public, found = public_text(), {}
+    for path in sorted(ROOT.glob("solutions/*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.metadata.get("nbgrader", {}).get("solution"):
+                for line in cell_lines_between(cell.source, "### BEGIN SOLUTION", "### END SOLUTION"):
+                    found.setdefault(line.strip(), path.relative_to(ROOT))
+    for path in sorted([*ROOT.glob("tests/mutants/*.py"), *ROOT.glob("autograder/checks/*.py")]):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            found.setdefault(line.strip(), path.relative_to(ROOT))
+    return {line: where for line, where in found.items() if len(line) >= PRIVATE_MIN_LINE and line not in public}
+
+
+def leaks_of(lines, files, root):
+    """`file: line (from where)` for every private line found in one of the files."""
+    needles = {line: encodings(line) for line in lines}
+    leaks = []
+    for path in files:
+        texts = searchable_texts(path)
+        leaks += [f"{path.relative_to(root)}: {line!r} (from {lines[line]})"
+                  for line, forms in needles.items() if any(form in text for form in forms for text in texts)]
+    return leaks
+
+
+def private_repositories():
+    """The addresses of the instructors' repository, as `github.com/owner/name`: this working
+    tree's remotes, and the repository a GitHub workflow runs in (GITHUB_REPOSITORY)."""
+    import os
+    import subprocess
+    found = set()
+    remotes = subprocess.run(["git", "remote", "-v"], cwd=ROOT, capture_output=True, text=True).stdout
+    for url in re.findall(r"\s(\S+)\s\((?:fetch|push)\)", remotes):
+        match = re.search(r"([\w.-]+\.[a-z]+)[:/]+([\w.-]+/[\w.-]+?)(?:\.git)?/?$", url)
+        if match:
+            found.add(f"{match[1]}/{match[2]}".lower())
+    if os.environ.get("GITHUB_REPOSITORY"):
+        found.add(f"github.com/{os.environ['GITHUB_REPOSITORY']}".lower())
+    return found
+
+
+def test_no_private_line_and_no_link_to_the_private_repository_in_build(build):
+    lines = private_lines()
+    assert len(lines) > 100, "no distinctive lines found in solutions/, tests/mutants/, autograder/checks/"
+    html_files = [p for p in built_files() if p.suffix in (".html", ".ipynb", ".txt", ".js", ".md", ".json")]
+    leaks = leaks_of(lines, html_files, BUILD)
+    assert not leaks, "lines of the private repository in the build:\n" + "\n".join(leaks)
+    # the launch buttons point at repository.url, the students' repository, and nothing links to
+    # the instructors' own (where this tree has a remote, or the workflow runs)
+    import yaml
+    students = (yaml.safe_load((ROOT / "_config.yml").read_text()).get("repository") or {}).get("url") or ""
+    private = private_repositories()
+    assert not any(students.lower().rstrip("/").endswith(p) for p in private), \
+        f"repository.url is the instructors' repository ({students}): set it to the students' repository"
+    for page in HTML.rglob("*.html"):
+        text = page.read_text(encoding="utf-8", errors="replace").lower()
+        for repo in private:
+            assert repo not in text, f"{page.relative_to(HTML)} links to the private repository {repo}"

@@ -10,6 +10,8 @@ repository's own `launch_buttons`, `repository` and `html_context` settings and 
   _static/course.css hides.
 - With the url empty, as shipped, the book builds without a warning and links to no launch
   service at all.
+- The url is the students' repository (make student-copy); the Pages workflow, which runs in the
+  instructors' private repository, refuses to build a book whose url is that repository.
 """
 import copy
 import html
@@ -113,6 +115,11 @@ def test_the_repository_url_alone_turns_on_binder_and_colab(tmp_path):
     assert links.get("Colab") == (
         f"https://colab.research.google.com/github/example/attention-gradually/blob/main/{path}")
     assert "JupyterHub" not in links, "the hub is an institution's own setting, empty by default"
+    # the url is in the launch links, and no page links to another repository (the buttons of the
+    # repository, its issues and its pages' sources are off)
+    for page in out.rglob("*.html"):
+        repos = set(re.findall(r"github\.com/[\w.-]+/[\w.-]+", page.read_text(encoding="utf-8")))
+        assert repos <= {"github.com/example/attention-gradually"}, (page, repos)
 
     # The reading page is a text notebook: its launch links open the .md file, which Colab
     # cannot, and the course's stylesheet hides that menu.
@@ -130,3 +137,42 @@ def test_no_url_no_launch_links(tmp_path):
         assert "dropdown-launch-buttons" not in text, page
         for service in SERVICES:
             assert service not in text, (page, service)
+
+
+def workflow_guard():
+    """The Pages workflow's step that checks repository.url, as a bash script."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    steps = [step for step in workflow["jobs"]["build"]["steps"] if "THIS_REPOSITORY" in step.get("env", {})]
+    assert len(steps) == 1, "book.yml has no step that compares repository.url with its own repository"
+    names = [step.get("name") for step in workflow["jobs"]["build"]["steps"]]
+    assert names.index(steps[0]["name"]) < names.index("Build the book")
+    assert "${{ github.repository }}" in steps[0]["env"]["THIS_REPOSITORY"]
+    return steps[0]["run"]
+
+
+def test_the_pages_workflow_never_points_the_buttons_at_the_private_repository(tmp_path):
+    """The workflow runs in the instructors' repository (private: solutions/, tests/mutants/). Its
+    guard passes an empty url or the students' repository, and stops the build when the url is the
+    repository it runs in, however it is written; no step writes another url into _config.yml."""
+    script = workflow_guard()
+    steps = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())["jobs"]["build"]["steps"]
+    others = [step.get("run", "") for step in steps if step.get("run") != script]
+    assert not any("_config.yml" in run for run in others), "a step besides the guard edits _config.yml"
+    assert not re.search(r"sed -i|> *_config", script), "the guard edits _config.yml"
+    shipped = (ROOT / "_config.yml").read_text()
+    assert re.search(r'^  url: ""', shipped, re.M), "the shipped _config.yml's repository.url is not empty"
+    private = "https://github.com/example/attention-gradually-instructors"
+
+    def guard(url):
+        (tmp_path / "_config.yml").write_text(re.sub(r'^  url: "".*$', f"  url: {url}   # set by the test",
+                                                     shipped, count=1, flags=re.M))
+        return subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "THIS_REPOSITORY": private}, timeout=60)
+
+    for url in ('""', TEST_URL, f'"{TEST_URL}"'):
+        result = guard(url)
+        assert result.returncode == 0, (url, result.stdout, result.stderr)
+    assert f"launch buttons: {TEST_URL}" in guard(TEST_URL).stdout
+    for url in (private, f'"{private}.git"', private.replace("example", "Example") + "/"):
+        result = guard(url)
+        assert result.returncode == 1 and "repository.url is this (instructors') repository" in result.stdout, url

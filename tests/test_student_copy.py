@@ -1,7 +1,11 @@
 """The students' copy (`make student-copy DEST=folder`): what it holds, and every command its README
 shows, run as written in a fresh copy that makes its own .venv (about 3 minutes here: it installs
 torch and triton, from this machine's pip configuration). And the set-up's refusals (a Python other
-than 3.11, a .venv made by another one), which the course's Makefile shares with the copy."""
+than 3.11, a .venv made by another one), which the course's Makefile shares with the copy.
+
+The copy is the students' public repository (issue 29): a git repository of one commit, with no
+line of solutions/, tests/mutants/ or autograder/checks/, whose notebooks are where the book's
+launch buttons open them."""
 import json
 import os
 import queue
@@ -16,8 +20,11 @@ import urllib.error
 import urllib.request
 
 import pytest
+import yaml
+from book_build import student_notebooks
 from conftest import REPO, run, users_shell_env
 from submissions import filled_notebook, write
+from test_book import leaks_of, private_lines
 
 from autograder import assignments, requirements
 from autograder.notebook import exercises
@@ -62,8 +69,10 @@ def shell(command, cwd, env, timeout=900):
 
 def test_the_copy_holds_the_students_course_and_nothing_else(copy):
     made_there = (".venv", "attention_gradually.egg-info")  # by the copy's set-up, if a test ran it first
-    assert sorted(p.name for p in copy.iterdir() if p.name not in made_there) == [
-        "Makefile", "README.md", "autograder", "notebooks", "pyproject.toml", "requirements.txt", "venv.mk"]
+    licences = [p.name for p in make_copy.licences()]  # the course's licence file, where it has one
+    assert sorted(p.name for p in copy.iterdir() if p.name not in made_there) == sorted([
+        ".git", ".gitignore", "Makefile", "README.md", "autograder", "binder", "notebooks", "pyproject.toml",
+        "requirements.txt", "venv.mk", *licences])
     assert not (copy / "autograder" / "checks").exists()
     assert sorted(os.listdir(copy / "notebooks")) == assignments()
     readme = (copy / "README.md").read_text()
@@ -82,6 +91,45 @@ def test_the_copy_holds_the_students_course_and_nothing_else(copy):
     names = {requirements.normalize(line.split("==")[0]) for line in lines[:-1]}
     assert names == STUDENTS and not names & INSTRUCTORS_ONLY
     assert all(pins[requirements.normalize(line.split("==")[0])] == line for line in lines[:-1])
+
+
+def git(copy, *args):
+    return subprocess.run(["git", *args], cwd=copy, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_copy_is_the_students_repository_with_no_private_line(copy):
+    """A git repository to push as it is: one commit on the branch the launch buttons open, a clean
+    tree that tracks every file, its own README, a .gitignore for what the set-up makes, Binder's
+    set-up; the notebooks at the paths the launch buttons open; and no line of solutions/,
+    tests/mutants/ or autograder/checks/ in any file (history included: there is one commit)."""
+    # (this module's later test runs the README's commands in the copy: what they make is ignored)
+    settings = yaml.safe_load((REPO / "_config.yml").read_text())["repository"]
+    assert git(copy, "rev-list", "--count", "--all").strip() == "1"
+    assert git(copy, "symbolic-ref", "--short", "HEAD").strip() == (settings.get("branch") or "main")
+    assert git(copy, "status", "--porcelain", "--untracked-files=all") == ""  # every file not ignored is tracked
+    tracked = set(git(copy, "ls-files").splitlines())
+    assert {"README.md", ".gitignore", "requirements.txt", "binder/requirements.txt"} <= tracked
+    assert not [f for f in tracked if f.startswith(("solutions/", "tests/", "autograder/checks/"))]
+    remotes = git(copy, "remote", "-v")
+    assert (f"{settings['url'].rstrip('/')}.git" in remotes) if settings.get("url") else remotes == ""
+    ignored = (copy / ".gitignore").read_text().split()
+    assert {".venv/", "*.egg-info/", "__pycache__/", ".ipynb_checkpoints/"} <= set(ignored)
+    # Binder reads binder/requirements.txt: PyTorch's CPU build, the course's pins, its own Jupyter
+    binder = [line for line in (copy / "binder" / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
+    assert binder == make_copy.binder_requirements()
+    assert binder[0] == "--extra-index-url https://download.pytorch.org/whl/cpu" and "torch==2.13.0" in binder
+    # the launch buttons open <repository>/<branch>/notebooks/<a>/<a>.ipynb: every exercises page's notebook
+    for name in student_notebooks():
+        assert f"{name}.ipynb" in tracked, f"the launch button of {name} would open a missing notebook"
+    readme = (copy / "README.md").read_text()
+    assert "This is the course's students' repository" in readme and "git clone" in readme
+    # no private line in any file (the tree is clean and the commit the only one: it holds what they hold)
+    lines = private_lines()
+    assert len(lines) > 100
+    files = [p for p in copy.rglob("*") if p.is_file() and ".git" not in p.relative_to(copy).parts[:1]
+             and ".venv" not in p.relative_to(copy).parts[:1]]
+    leaks = leaks_of(lines, files, copy)
+    assert not leaks, "lines of the instructors' repository in the students' copy:\n" + "\n".join(leaks[:20])
 
 
 def test_the_set_up_refuses_another_python_and_remakes_a_venv_of_another(tmp_path):

@@ -18,7 +18,6 @@ buttons of the book's pages open in the repository.
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +52,8 @@ def repository_settings():
     open; empty where none is set yet) and branch."""
     config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
     repository = config.get("repository") or {}
-    return {"url": (repository.get("url") or "").rstrip("/"), "branch": repository.get("branch") or "main"}
+    url = (repository.get("url") or "").rstrip("/").removesuffix(".git")
+    return {"url": url, "branch": repository.get("branch") or "main"}
 
 
 def student_requirements():
@@ -73,15 +73,15 @@ def licences():
 
 
 def get_it(url):
-    """The README's paragraph on how to get this copy."""
+    """The README's paragraph on how to get this copy (a line per clause: a command stays whole)."""
     if url:
-        where = (f"Get it with `git clone {url}.git` (or, on {url}, *Code → Download ZIP*, and unpack it)")
+        where = [f"Get it with `git clone {url}.git`", f"(or, on {url}, *Code → Download ZIP*, and unpack it),"]
     else:
-        where = ("Get it with `git clone` and the address your instructor gives you (or download it as "
-                 "a ZIP file and unpack it)")
-    return textwrap.fill(f"This is the course's students' repository. {where}, then set it up as below. "
-                         "The book's launch buttons (the rocket, on each *Exercises* page) open the same "
-                         "notebooks on Binder or Colab, in your browser.", width=95)
+        where = ["Get it with `git clone` and the address your instructor gives you",
+                 "(or download it as a ZIP file and unpack it),"]
+    return "\n".join(["This is the course's students' repository.", *where, "then set it up as below. "
+                       "The book's launch buttons (the rocket, on each *Exercises* page) open the",
+                       "same notebooks on Binder or Colab, in your browser."])
 
 
 def _amount(field, value):
@@ -115,7 +115,7 @@ def make_repository(dest, branch, url):
     The author is the user's git identity where there is one, else the course's."""
     git(dest, "init", "-q")
     git(dest, "symbolic-ref", "HEAD", f"refs/heads/{branch}")  # whatever init.defaultBranch says
-    git(dest, "add", "--all")
+    git(dest, "add", "--all", "--force")  # every file made above, whatever the user's global excludes say
     identity = []
     for key, default in (("user.name", "Attention, gradually"), ("user.email", "course@example.invalid")):
         if subprocess.run(["git", "config", key], cwd=dest, capture_output=True).returncode != 0:

@@ -269,10 +269,17 @@ def _torch_object(student, name, *args, _label, **kwargs):
     return student.call(made, *args, keep=True, _label=_label, **kwargs)
 
 
-def _unchanged(student, module, x, change, label, what, hint):
-    """`module(x, x, x)` gives the same (out, weights) before and after `change()`."""
+def _unchanged(student, module, x, change, label, what, hint, expected):
+    """`module(x, x, x)` gives `expected`, the (out, weights) of the model it copies (so that a
+    module that copies nothing does not pass), and the same after `change()`."""
     import torch
     before = _pair(student.call(module, x, x, x, _label=label), f"{label}(x, x, x)")
+    if not all(_close(b, e, 1e-4, 1e-5) for b, e in zip(before, expected)):
+        said = " and ".join(name for name, b, e in zip(("out", "the per-head weights"), before, expected)
+                            if not _close(b, e, 1e-4, 1e-5))
+        raise CheckFailure(f"{label}(x, x, x) for x {describe(x)}: {said} differ from the model's it was made from "
+                           "(tolerance rtol=1e-4, atol=1e-5), so whether it is a copy is not judged: it must first "
+                           "compute what the model computes")
     change()
     after = _pair(student.call(module, x, x, x, _label=label), f"{label}(x, x, x)")
     if not all(torch.equal(b, a) for b, a in zip(before, after)):
@@ -292,15 +299,21 @@ def from_torch_copies(student, rng):
     first, second = ({n: _tensor(rng, s, scale=0.5) for n, s in shapes.items()} for _ in range(2))
     student.call(m, first, method="load_state_dict")
     mine = student.call("mha_from_torch", m, keep=True, _label=f"mha_from_torch(m = {label})")
-    _unchanged(student, mine, _tensor(rng, (2, 4, dim)), lambda: student.call(m, second, method="load_state_dict"),
+    x = _tensor(rng, (2, 4, dim))
+    model = torch.nn.MultiheadAttention(dim, heads, batch_first=True)  # m as it was, here
+    model.load_state_dict(first)
+    with torch.no_grad():
+        expected = model(x, x, x, average_attn_weights=False)
+    _unchanged(student, mine, x, lambda: student.call(m, second, method="load_state_dict"),
                f"mha_from_torch(m = {label})", "m.load_state_dict(new parameters)",
                "Copy the values (load_state_dict, or proj.weight.copy_(w) under torch.no_grad()): nn.Parameter(w), "
-               "w.detach() and .data keep the storage of w, a view of m's in_proj_weight")
+               "w.detach() and .data keep the storage of w, a view of m's in_proj_weight", expected)
 
 
 @stated("04-multi-head", "mha_from_bert", "a copy: changing the model the state came from does not change the "
         "module mha_from_bert(state, num_heads) returned")
 def from_bert_copies(student, rng):
+    import torch
     dim, heads = 8, 2
     linear = lambda: _torch_object(student, "Linear", dim, dim, _label=f"nn.Linear({dim}, {dim})")  # noqa: E731
     attention = _torch_object(student, "ModuleDict", [
@@ -313,18 +326,27 @@ def from_bert_copies(student, rng):
              for p in ("weight", "bias")]
     draw = lambda: {n: _tensor(rng, (dim, dim) if n.endswith("weight") and "Norm" not in n else (dim,), scale=0.5)  # noqa: E731
                     for n in names}
-    student.call(attention, draw(), method="load_state_dict")
+    first = draw()
+    student.call(attention, first, method="load_state_dict")
     state = student.call(attention, method="state_dict", keep=True, _label="a BERT block's attention.state_dict()")
     mine = student.call("mha_from_bert", state, heads, keep=True, _label=f"mha_from_bert(a BERT block's state, {heads})")
-    _unchanged(student, mine, _tensor(rng, (2, 4, dim)), lambda: student.call(attention, draw(), method="load_state_dict"),
+    x = _tensor(rng, (2, 4, dim))
+    model = torch.nn.MultiheadAttention(dim, heads, batch_first=True)  # the block's attention, as the text defines it
+    model.load_state_dict({"in_proj_weight": torch.cat([first[f"self.{n}.weight"] for n in ("query", "key", "value")]),
+                           "in_proj_bias": torch.cat([first[f"self.{n}.bias"] for n in ("query", "key", "value")]),
+                           "out_proj.weight": first["output.dense.weight"],
+                           "out_proj.bias": first["output.dense.bias"]})
+    with torch.no_grad():
+        expected = model(x, x, x, average_attn_weights=False)
+    _unchanged(student, mine, x, lambda: student.call(attention, draw(), method="load_state_dict"),
                f"mha_from_bert(a BERT block's state, {heads})", "new parameters were loaded into the BERT block",
                "Copy the values (load_state_dict, or weight.copy_(state[name]) under torch.no_grad()): "
                "nn.Parameter(state[name]) and .data = state[name] keep the model's storage (a state_dict()'s tensors "
-               "are the model's own)")
+               "are the model's own)", expected)
 
 
-@stated("04-multi-head", "count_parameters", "from the formula: count_parameters(10**9, 8) is an int (a module of "
-        "4·10¹⁸ parameters cannot be built)")
+@stated("04-multi-head", "count_parameters", "from the formula: count_parameters(10**9, 8) is the right int (a "
+        "module of 4·10¹⁸ parameters cannot be built)")
 def count_from_formula(student, rng):
     try:
         got = student.call("count_parameters", 10**9, 8)
@@ -332,6 +354,11 @@ def count_from_formula(student, rng):
         raise CheckFailure(f"{error}: count the parameters from the formula; the module would need 16 million TB") from None
     if not (isinstance(got, int) and not isinstance(got, bool)):
         raise CheckFailure(f"count_parameters(1000000000, 8) should be an int, got {describe(got)}")
+    dim = 10**9
+    expected = 4 * (dim * dim + dim)  # q_proj, k_proj, v_proj and out_proj: nn.Linear(D, D) with a bias each
+    if got != expected:
+        raise CheckFailure(f"count_parameters(1000000000, 8) should be {expected} (four nn.Linear(D, D), each D·D "
+                           f"weights and D biases), got {got}")
 
 
 # ---- chapter 5: what the functions do to their arguments and to the gradients ----------------
@@ -342,9 +369,16 @@ def graph_leaves_adjacency(student, rng):
     directed = torch.from_numpy(rng.random((2, 4, 4)) < 0.5)
     for adjacency in (directed, directed.long(), directed * torch.from_numpy(rng.normal(size=(2, 4, 4)))):
         adjacency.diagonal(dim1=-2, dim2=-1).fill_(0)  # no self-loops yet: writing them in shows
-        _expect_unchanged(student, "graph_mask", (adjacency,), ("adjacency",), f"graph_mask(adjacency "
-                          f"{describe(adjacency)}, no self-loops)", hint="write the self-loops into a new tensor "
-                          "(`|` and torch.eye make new ones; torch.as_tensor returns the very tensor it is given)")
+        what = f"graph_mask(adjacency {describe(adjacency)}, no self-loops)"
+        got = _expect_unchanged(student, "graph_mask", (adjacency,), ("adjacency",), what, hint="write the self-loops "
+                                "into a new tensor (`|` and torch.eye make new ones; torch.as_tensor returns the very "
+                                "tensor it is given)")
+        expected = (adjacency != 0) | torch.eye(4, dtype=torch.bool)
+        got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
+        if not (isinstance(got, torch.Tensor) and got.dtype == torch.bool and torch.equal(got, expected)):
+            raise CheckFailure(f"{what} returned {describe(got)}, expected the bool mask {describe(expected)}, True "
+                               "where the adjacency is nonzero and on the diagonal: whether it leaves the adjacency as "
+                               "it was is judged on a right mask")
 
 
 def _backward_gradients(student, module, loss, names, label, what):
@@ -402,6 +436,30 @@ def generate_without_gradients(student, rng):
         if student.call(logits, "requires_grad", method="__getattribute__", _label=f"{what}[1].requires_grad"):
             raise CheckFailure(f"{what}: the logits it returns require grad, so every step recorded a graph for "
                                "backward that nothing uses (memory and time): run the loop under torch.no_grad()")
+        got = tuple(student.call(result, i, method="__getitem__", _label=f"{what}[{i}]") for i in (0, 1))
+        _expect_greedy(student, model, prompt, got, what, label)
+
+
+def _expect_greedy(student, model, prompt, got, what, label):
+    """`got` is greedy decoding's (tokens, logits) from `prompt`, as the text defines it: each new token
+    the arg-max of the model's logits at the last position, those logits returned. The model's
+    logits are its own on the tokens returned, computed in one call without a cache here."""
+    import torch
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise CheckFailure(f"{what} should return a pair (tokens, logits), got {describe(got)}")
+    tokens, logits = (torch.as_tensor(np.asarray(v)) for v in got)
+    n0, n_new = prompt.shape[-1], 3
+    if tokens.shape != (prompt.shape[0], n0 + n_new) or not torch.equal(tokens[:, :n0], prompt):
+        raise CheckFailure(f"{what}: tokens should be the prompt followed by {n_new} new ones, shape "
+                           f"{(prompt.shape[0], n0 + n_new)}, got {describe(tokens)}: whether it runs under "
+                           "torch.no_grad() is judged on a right result")
+    own = torch.as_tensor(np.asarray(student.call(model, tokens[:, :-1], _label=label)))[:, n0 - 1:]
+    if logits.shape != own.shape or not _close(logits, own, 1e-4, 1e-5) or not torch.equal(tokens[:, n0:],
+                                                                                         own.argmax(-1)):
+        raise CheckFailure(f"{what}: the tokens and logits are not greedy decoding's (each new token the arg-max of "
+                           f"the model's logits at the last position; logits {describe(logits)}, expected "
+                           f"{describe(own)}, from {label} on the tokens returned): whether it runs under "
+                           "torch.no_grad() is judged on a right result")
 
 
 # ---- chapter 6: LearnedKernelRegression -------------------------------------------------------
@@ -553,10 +611,12 @@ IN_PLACE_HINT = "work on new arrays (x - m, q * scale), not in place (x -= m, q 
 
 def _expect_unchanged(student, target, args, names, what, hint=IN_PLACE_HINT, **kwargs):
     """`target(*args, **kwargs)` run on copies of `args` that the student's process keeps, which
-    must be as they were after the call; `hint` says how to leave them so."""
+    must be as they were after the call; `hint` says how to leave them so. Returns the call's result,
+    which the caller compares with the right one: a rule about the arguments holds only on a call
+    that also computes what it should (`return None` leaves its arguments alone too)."""
     kept = [student.call("np", a, method="copy", keep=True, _label=name) if isinstance(a, np.ndarray) else
             student.call("torch", a, method="clone", keep=True, _label=name) for a, name in zip(args, names)]
-    student.call(target, *kept, _label=what, **kwargs)
+    result = student.call(target, *kept, _label=what, **kwargs)
     for before, handle, name in zip(args, kept, names):
         after = np.asarray(student.call(handle, method="copy" if isinstance(before, np.ndarray) else "clone", _label=name))
         if not np.array_equal(after, np.asarray(before), equal_nan=True):
@@ -564,22 +624,33 @@ def _expect_unchanged(student, target, args, names, what, hint=IN_PLACE_HINT, **
             index = tuple(int(i) for i in np.argwhere(differ)[0])
             raise CheckFailure(f"{what} changed its argument {name} in place ({name}{list(index)} was "
                                f"{np.asarray(before)[index]:.6g}, is {after[index]:.6g} after the call): {hint}")
+    return result
 
 
 @stated("07-flash-tiling", "online_softmax", "the caller's x is left as it was (float64 and float32)")
 def online_leaves_x(student, rng):
     for dtype in (np.float64, np.float32):
         x = rng.normal(0, 3, (3, 10)).astype(dtype)
-        _expect_unchanged(student, "online_softmax", (x,), ("x",), f"online_softmax(x {describe(x)}, 4)", block_size=4)
+        what = f"online_softmax(x {describe(x)}, 4)"
+        got = _expect_unchanged(student, "online_softmax", (x,), ("x",), what, block_size=4)
+        weights = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+        expected = weights / weights.sum(axis=-1, keepdims=True)  # softmax along the last axis, as the text defines it
+        if not (isinstance(got, np.ndarray) and got.shape == x.shape and got.dtype.kind == "f"
+                and _close(got, expected, 1e-5, 1e-7)):
+            raise CheckFailure(f"{what} returned {describe(got)}, not the softmax of x along its last axis (tolerance "
+                               "rtol=1e-5, atol=1e-7): whether it leaves x as it was is judged on a right result")
 
 
 @stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were (causal)")
 def tiled_leaves_inputs(student, rng):
     import torch
     q, k, v = (_tensor(rng, (2, n, 8), torch.float64) for n in (12, 20, 20))
-    _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), "tiled_attention(q, k, v of shapes "
-                      "(2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, causal=True)",
-                      block_q=8, block_k=8, causal=True)
+    what = ("tiled_attention(q, k, v of shapes (2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, "
+            "causal=True)")
+    got = _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), what,
+                            block_q=8, block_k=8, causal=True)
+    expect_attention(got, q, k, v, what + " (whether it leaves q, k and v as they were is judged on a right result)",
+                     causal=True)
 
 
 # ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
@@ -590,9 +661,13 @@ def rope_leaves_x(student, rng):
     import torch
     for dtype in (torch.float32, torch.float64):
         x = _tensor(rng, (2, 3, 5, 8), dtype)
-        _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), f"apply_rope(x "
-                          f"{describe(x)}, positions {describe(torch.arange(5))})", hint="return a new tensor "
-                          "(torch.cat of the rotated halves), not x with its halves written over (x[..., :half] = ...)")
+        what = f"apply_rope(x {describe(x)}, positions {describe(torch.arange(5))})"
+        got = _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), what,
+                                hint="return a new tensor (torch.cat of the rotated halves), not x with its halves "
+                                "written over (x[..., :half] = ...)")
+        _expect_formula(got, _rope(x, torch.arange(5)), what + " (whether it leaves x as it was is judged on a right "
+                        "result)", 1e-4, 1e-5, "rotate feature i with feature i + d_h/2 by the angle position * "
+                        "base^(-2i/d_h)", dtype=dtype)
 
 
 GRADIENT_STEP = 1e-6  # central differences in float64: error about 1e-12 against the gradient's 1e-6 tolerance
@@ -673,11 +748,12 @@ def rope_relative(student, rng):
     scores = []
     for shift in (0, 13):
         positions = torch.arange(n) + shift
-        rotated_q = torch.as_tensor(np.asarray(student.call("apply_rope", q, positions)))
-        rotated_k = torch.as_tensor(np.asarray(student.call("apply_rope", k, positions)))
-        if rotated_q.shape != q.shape:
-            raise CheckFailure(f"apply_rope(x {describe(q)}, positions): expected shape {tuple(q.shape)}, got "
-                               f"{tuple(rotated_q.shape)}")
+        rotated_q, rotated_k = (torch.as_tensor(np.asarray(student.call("apply_rope", x, positions))) for x in (q, k))
+        for x, rotated in ((q, rotated_q), (k, rotated_k)):  # each a rotation, as the text defines it
+            _expect_formula(rotated, _rope(x, positions), f"apply_rope(x {describe(x)}, positions "
+                            f"{describe(positions)})", 1e-5, 1e-6, "whether the scores are relative is judged on "
+                            "right rotations: feature i with feature i + d_h/2, by position * base^(-2i/d_h)",
+                            dtype=torch.float64)
         scores.append(rotated_q @ rotated_k.T)
     if not torch.allclose(scores[0], scores[1], atol=1e-9):
         raise CheckFailure("apply_rope: q_m . k_n changes when both positions m and n are shifted by 13 (largest change "
@@ -717,16 +793,25 @@ def block_parameters(student, rng):
                        "down_proj.weight": (dim, hidden)})
 
 
-def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint):
+def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint, whole):
     """`class_name(*init)`, holding parameters drawn here, fed x in `pieces` through one KVCache, gives
-    what the same module gives for x fed whole: the rule of the text, on the student's own module
-    (a bug outside the cache is charged by the checks of the whole outputs, not here)."""
+    what the same module gives for x fed whole: the rule of the text, on the student's own module.
+    Judged on a module whose output on x fed whole is right, `whole(module, state, x, label)` as the
+    text's formula gives it: a module that returns x, or zeros, gives the same in pieces too."""
     import torch
     label = f"{class_name}{init} with parameters the grader loaded into it"
     module = student.call(class_name, *init, keep=True, _label=label)
     state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(module, method="state_dict").items()}
     student.call(module, state, method="load_state_dict")
-    expected = torch.as_tensor(np.asarray(student.call(module, x, _label=label)))
+    expected = student.call(module, x, _label=label)
+    right = whole(module, state, x, label)
+    expected = torch.as_tensor(np.asarray(expected)) if isinstance(expected, (np.ndarray, torch.Tensor)) else expected
+    if not (isinstance(expected, torch.Tensor) and _close(expected, right, 1e-4, 1e-5)):
+        shown = (f"largest difference {(expected - right).abs().max():.3g}" if isinstance(expected, torch.Tensor)
+                 and expected.shape == right.shape else f"{describe(expected)}, expected shape {tuple(right.shape)}")
+        raise CheckFailure(f"{label}, on x {describe(x)} fed whole without a cache: not the text's formula, computed "
+                           f"here from the module's parameters ({shown}; tolerance rtol=1e-4, atol=1e-5); feeding x in "
+                           "pieces through a KVCache is judged on a module whose whole output is right")
     cache = student.call("KVCache", keep=True, _label="KVCache()")
     for start, stop in pieces:
         got = student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
@@ -746,23 +831,63 @@ def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint):
 def gqa_cache(student, rng):
     _fed_in_pieces(student, rng, "GroupedQueryAttention", (16, 4, 2), _tensor(rng, (2, 6, 16)), ((0, 3), (3, 4), (4, 6)),
                    "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, then "
-                   "append them")
+                   "append them", lambda module, state, x, label: _gqa_formula(state, x, 4, 2, label))
+
+
+def _gqa_formula(state, x, heads, kv_heads, label):
+    """GroupedQueryAttention as the text defines it, in float64, from its parameters: causal (bottom-
+    right), RoPE (base 10000) at positions 0 ... N - 1 on the queries and keys, query head h with
+    key/value head h // (H / G), o_proj of the merged heads."""
+    import torch
+    import torch.nn.functional as F
+    needed = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
+    if any(name not in state for name in needed):
+        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in needed if n not in state)}")
+    *batch, n, dim = x.shape
+    d_h = dim // heads
+    split = lambda t, h: t.reshape(*batch, n, h, d_h).transpose(-3, -2)  # noqa: E731
+    project = lambda name, h: split(F.linear(x.double(), state[name].double()), h)  # noqa: E731
+    positions = torch.arange(n)
+    q, k = _rope(project("q_proj.weight", heads), positions), _rope(project("k_proj.weight", kv_heads), positions)
+    v = project("v_proj.weight", kv_heads)
+    k, v = (t.repeat_interleave(heads // kv_heads, dim=-3) for t in (k, v))
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_h)).masked_fill(~causal, -math.inf)
+    out = (torch.softmax(scores, dim=-1) @ v).transpose(-3, -2).reshape(*batch, n, heads * d_h)
+    return F.linear(out, state["o_proj.weight"].double())
 
 
 @stated("08-transformer", "DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence fed "
         "without a cache", weight=0.5)
 def block_cache(student, rng):
     _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)),
-                   "pass the cache to the attention")
+                   "pass the cache to the attention", lambda module, state, x, label: _block_formula(
+                       student, module, state, x, label))
 
 
 # ---- chapter 8: angles in float64, as the texts say -------------------------------------------------
 
-def _expect_formula(got, expected, what, rtol, atol, hint):
+def _rope(x, positions, base=10000.0):
+    """RoPE as the text defines it, in float64: feature i rotated with feature i + d_h/2 by the angle
+    position * base^(-2i/d_h)."""
     import torch
-    got = torch.as_tensor(np.asarray(got))
-    if got.dtype != torch.float32 or got.shape != expected.shape:
-        raise CheckFailure(f"{what}: expected float32 {tuple(expected.shape)}, got {got.dtype} {tuple(got.shape)}")
+    half = x.shape[-1] // 2
+    angle = positions.double()[..., None] * base ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    x1, x2 = x[..., :half].double(), x[..., half:].double()
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], dim=-1)
+
+
+def _expect_formula(got, expected, what, rtol, atol, hint, dtype=None):
+    """`got` is `expected` (float64, from the text's formula) in `dtype` (float32 unless given)."""
+    import torch
+    dtype = dtype or torch.float32
+    got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailure(f"{what}: expected a {str(dtype)[6:]} tensor of shape {tuple(expected.shape)}, got "
+                           f"{describe(got)}")
+    if got.dtype != dtype or got.shape != expected.shape:
+        raise CheckFailure(f"{what}: expected {str(dtype)[6:]} {tuple(expected.shape)}, got {got.dtype} "
+                           f"{tuple(got.shape)}")
     if not _close(got, expected, rtol, atol):
         bad = ~torch.isclose(got.double(), expected, rtol=rtol, atol=atol)
         index = tuple(int(i) for i in torch.nonzero(bad)[0])
@@ -788,35 +913,48 @@ def sinusoidal_long(student, rng):
 def rope_long(student, rng):
     import torch
     x, positions = _tensor(rng, (2, 6, 16)), torch.from_numpy(rng.integers(0, 100_000, size=6))
-    angle = positions.double()[:, None] * 10000.0 ** (-2 * torch.arange(8, dtype=torch.float64) / 16)
-    x1, x2 = x[..., :8].double(), x[..., 8:].double()
-    expected = torch.cat([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], dim=-1)
-    _expect_formula(student.call("apply_rope", x, positions), expected, f"apply_rope(x {describe(x)}, positions "
-                    f"{describe(positions)})", 1e-4, 1e-5, "compute the angles position * theta_i in float64, then "
-                    "convert cos and sin to x's dtype (in float32, the angles are off by 1e-4 at these positions)")
+    _expect_formula(student.call("apply_rope", x, positions), _rope(x, positions),
+                    f"apply_rope(x {describe(x)}, positions {describe(positions)})", 1e-4, 1e-5, "compute the angles "
+                    "position * theta_i in float64, then convert cos and sin to x's dtype (in float32, the angles are "
+                    "off by 1e-4 at these positions)")
+
+
+BLOCK_NAMES = ("attn_norm.weight", "mlp_norm.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def _expect_block_names(state, label):
+    if any(name not in state for name in BLOCK_NAMES):
+        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in BLOCK_NAMES if n not in state)}")
+
+
+def _block_formula(student, block, state, x, label):
+    """The block's output on x as the text defines it, from the block's own parameters (`state`) and its
+    own attention, which the student's process runs: x + attention(attn_norm(x)), then that plus
+    down(SiLU(gate(h)) * up(h)) with h its mlp_norm."""
+    import torch
+    import torch.nn.functional as F
+    _expect_block_names(state, label)
+    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    attention = student.call(block, "attention", method="get_submodule", keep=True, _label=f"{label}.attention")
+    normed = norm(x, state["attn_norm.weight"])
+    middle = x + torch.as_tensor(np.asarray(student.call(attention, normed, _label=f"{label}.attention")))
+    h = norm(middle, state["mlp_norm.weight"])
+    return middle + F.linear(F.silu(F.linear(h, state["gate_proj.weight"])) * F.linear(h, state["up_proj.weight"]),
+                             state["down_proj.weight"])
 
 
 @stated("08-transformer", "DecoderBlock", "the formula of the text, on the block's own parameters and attention: "
         "x + attention(attn_norm(x)), then that plus down(SiLU(gate(h)) * up(h)) with h its mlp_norm", weight=0.5)
 def block_formula(student, rng):
     import torch
-    import torch.nn.functional as F
     dim, heads, kv_heads, hidden = 8, 2, 1, 12
     label = f"DecoderBlock{(dim, heads, kv_heads, hidden)} with parameters the grader loaded into it"
     block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
     state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(block, method="state_dict").items()}
     student.call(block, state, method="load_state_dict")
-    needed = ("attn_norm.weight", "mlp_norm.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight")
-    if any(name not in state for name in needed):
-        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in needed if n not in state)}")
-    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    _expect_block_names(state, label)
     x = _tensor(rng, (2, 4, dim))
-    attention = student.call(block, "attention", method="get_submodule", keep=True, _label=f"{label}.attention")
-    normed = norm(x, state["attn_norm.weight"])
-    middle = x + torch.as_tensor(np.asarray(student.call(attention, normed, _label=f"{label}.attention")))
-    h = norm(middle, state["mlp_norm.weight"])
-    expected = middle + F.linear(F.silu(F.linear(h, state["gate_proj.weight"])) * F.linear(h, state["up_proj.weight"]),
-                               state["down_proj.weight"])
+    expected = _block_formula(student, block, state, x, label)
     got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
     if not _close(got, expected, 1e-4, 1e-5):
         shown = (f"largest difference {(got - expected).abs().max():.3g}" if got.shape == expected.shape

@@ -443,4 +443,4 @@ def masked_device_cases(rng):
 
 keeps_device("masked_softmax", "masked_softmax", masked_device_cases)
 keeps_device("attention", "attention", lambda rng: attention_cases(rng, None)[:1] + attention_cases(
-    rng, lambda batch, nq, nk: (batch + (nq, nk), (nq, nk)))[2:])
+    rng, lambda batch, nq, nk: (batch + (nq, nk), (nq, nk)))[2:], names=("out", "weights"))

@@ -183,9 +183,10 @@ def torch_mha(student, rng, dim, heads, bias, double=False):
     return handle, module.eval(), label
 
 
-def expect_as_torch(student, rng, dim, heads, bias, double=False):
+def expect_as_torch(student, rng, dim, heads, bias, double=False, made=None):
+    """mha_from_torch(m) computes what m does, m made here (or `made`: torch_mha's result)."""
     dtype = torch.float64 if double else torch.float32
-    handle, module, label = torch_mha(student, rng, dim, heads, bias, double)
+    handle, module, label = made or torch_mha(student, rng, dim, heads, bias, double)
     mine = student.call("mha_from_torch", handle, keep=True, _label=f"mha_from_torch({label})")
     n = dim // heads + 2
     q, k, v = sequences(rng, (3,), n, n + 2, dim, dtype)
@@ -348,14 +349,18 @@ def mha_device(student, ref, rng):
     n, h, d_h = head_sizes(rng)
     pair = mha_pair(student, ref, h * d_h, h, rng)
     q, k, v = sequences(rng, (2,), n, n + 1, h * d_h)
-    same_device(student, ref, pair, q, k, v)
-    same_device(student, ref, pair, q, k, v, padding_mask(rng, (2, 1, 1, n + 1)))
+    values = dict(names=OUT_WEIGHTS, **FLOAT32)
+    same_device(student, ref, pair, q, k, v, values=values)
+    same_device(student, ref, pair, q, k, v, padding_mask(rng, (2, 1, 1, n + 1)), values=values)
 
 
 @check("mha_from_torch", DEVICE_CHECK + "; the copy's parameters on m's device", weight=0.5)
 def from_torch_device(student, ref, rng):
-    handle, module, label = torch_mha(student, rng, 6, 2, bias=True)
-    same_device(student, ref, "mha_from_torch", Pair(handle, module, label), what=f"mha_from_torch({label})")
+    made = torch_mha(student, rng, 6, 2, bias=True)
+    handle, module, label = made
+    same_device(student, ref, "mha_from_torch", Pair(handle, module, label), what=f"mha_from_torch({label})",
+                values=False)
+    expect_as_torch(student, rng, 6, 2, bias=True, made=made)  # and the copy computes what m does
 
 
 keeps_device("bert_padding_mask", "bert_padding_mask", lambda rng: bert_masks(rng)[:1])
@@ -363,5 +368,10 @@ keeps_device("bert_padding_mask", "bert_padding_mask", lambda rng: bert_masks(rn
 
 @check("mha_from_bert", DEVICE_CHECK + "; the module's parameters on the state's device", weight=0.5)
 def from_bert_device(student, ref, rng):
-    same_device(student, ref, "mha_from_bert", bert_state(rng, 8), 2,
-                what="mha_from_bert(a random state of size 8, 2)")
+    state = bert_state(rng, 8)
+    same_device(student, ref, "mha_from_bert", state, 2, what="mha_from_bert(a random state of size 8, 2)",
+                values=False)
+    x = tensor(rng, (2, 5, 8))
+    with torch.no_grad():  # and the module computes what the state's model does
+        expected = ref.mha_from_bert(state, 2)(x, x, x, None)
+    expect_as_bert(student, ref, state, 2, x, None, plain(expected), "a random state of size 8", **FLOAT32)

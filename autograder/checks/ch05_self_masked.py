@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true, module_pair,
-                   plain, same, stated_checks, tensor)
+from .core import (CheckFailure, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
+                   module_pair, plain, same, stated_checks, tensor)
 from .. import notebook
 
 ASSIGNMENT = "05-self-masked"
@@ -107,6 +107,8 @@ def layer_causal(student, ref, rng):
     expect_true(base.shape == (n, dim) and moved.shape == (n, n, dim),
                 f"{label}: expected outputs of shape {(n, dim)} and {(n, n, dim)}, got {tuple(base.shape)} and "
                 f"{tuple(moved.shape)}")
+    with torch.no_grad():  # judged on a layer whose outputs are right: x itself, returned, is causal too
+        expect_close(base, pair.module(x), f"{label}, on x {describe(x)}: the outputs, before any input is changed")
     for t in range(1, n):
         if not torch.allclose(moved[t, :t], base[:t], rtol=1e-9, atol=1e-9):
             first = int((moved[t, :t] - base[:t]).abs().amax(-1).gt(1e-9).nonzero()[0])
@@ -378,20 +380,26 @@ def layer_device(student, ref, rng):
     _, heads, dim = sizes(rng)
     pair = layer_pair(student, ref, dim, heads, rng)
     x = tensor(rng, (2, 5, dim))
-    same_device(student, ref, pair, x)
+    same_device(student, ref, pair, x, values=FLOAT32)
     cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :3], cache)
-    same_device(student, ref, pair, x[:, 3:], cache)
+    same_device(student, ref, pair, x[:, :3], cache, values=False)
+    same_device(student, ref, pair, x[:, 3:], cache, values=False)
+    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
+    same(student, ref, pair, x[:, :3], cache, **FLOAT32)
+    same(student, ref, pair, x[:, 3:], cache, **FLOAT32)
 
 
 @check("TinyLM", DEVICE_CHECK + ", with caches too", weight=0.5)
 def lm_device(student, ref, rng):
     pair = module_pair(student, ref, "TinyLM", *LM, rng=rng, scale=0.5)
     x = tokens(rng, (2, 6))
-    same_device(student, ref, pair, x)
+    same_device(student, ref, pair, x, values=FLOAT32)
     held = [cache_pair(student, ref) for _ in range(LM[3])]
-    same_device(student, ref, pair, x[:, :4], held)
-    same_device(student, ref, pair, x[:, 4:], held)
+    same_device(student, ref, pair, x[:, :4], held, values=False)
+    same_device(student, ref, pair, x[:, 4:], held, values=False)
+    held = [cache_pair(student, ref) for _ in range(LM[3])]  # the same calls on the CPU give the reference's logits
+    same(student, ref, pair, x[:, :4], held, **FLOAT32)
+    same(student, ref, pair, x[:, 4:], held, **FLOAT32)
 
 
 @check("generate", DEVICE_CHECK + " (greedy, with and without the cache)", weight=0.5)
@@ -399,4 +407,5 @@ def generate_device(student, ref, rng):
     pair = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5)
     prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(2, 3)))
     for use_cache in (True, False):
-        same_device(student, ref, "generate", pair, prompt, 4, use_cache=use_cache)
+        same_device(student, ref, "generate", pair, prompt, 4, use_cache=use_cache,
+                    values=dict(names=("tokens", "logits"), **FLOAT32))

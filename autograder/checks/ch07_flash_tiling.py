@@ -193,4 +193,4 @@ from .core import keeps_device  # noqa: E402
 
 keeps_device("tiled_attention", "tiled_attention", lambda rng: [
     call(*qkv(rng, 20, 28), block_q=8, block_k=8), call(*qkv(rng, 20, 28), block_q=8, block_k=8, causal=True),
-    call(*qkv(rng, 12, 12, dtype=torch.float32), block_q=8, block_k=4, causal=True)])
+    call(*qkv(rng, 12, 12, dtype=torch.float32), block_q=8, block_k=4, causal=True)], **PAIR)

@@ -266,7 +266,8 @@ def llama_copied(student, ref, rng):
 from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
 
 keeps_device("apply_rope", "apply_rope", lambda rng: [call(tensor(rng, (2, 3, 5, 8)), torch.arange(5)),
-                                                      call(tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))])
+                                                      call(tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))],
+             **FLOAT32)
 
 
 def cache_pair(student, ref):
@@ -277,17 +278,23 @@ def cache_pair(student, ref):
 def gqa_device(student, ref, rng):
     pair = gqa_pair(student, ref, 16, 4, 2, rng)
     x = tensor(rng, (2, 5, 16))
-    same_device(student, ref, pair, x, None, padding_mask(rng, (2, 1, 1, 5)))
+    same_device(student, ref, pair, x, None, padding_mask(rng, (2, 1, 1, 5)), values=FLOAT32)
     cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :3], None, None, cache)
-    same_device(student, ref, pair, x[:, 3:], None, None, cache)
+    same_device(student, ref, pair, x[:, :3], None, None, cache, values=False)
+    same_device(student, ref, pair, x[:, 3:], None, None, cache, values=False)
+    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
+    same(student, ref, pair, x[:, :3], None, None, cache, **FLOAT32)
+    same(student, ref, pair, x[:, 3:], None, None, cache, **FLOAT32)
 
 
 @check("DecoderBlock", DEVICE_CHECK + ", with a KVCache too", weight=0.5)
 def block_device(student, ref, rng):
     pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
     x = tensor(rng, (2, 4, 16))
-    same_device(student, ref, pair, x)
+    same_device(student, ref, pair, x, values=FLOAT32)
     cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :2], None, None, cache)
-    same_device(student, ref, pair, x[:, 2:], None, None, cache)
+    same_device(student, ref, pair, x[:, :2], None, None, cache, values=False)
+    same_device(student, ref, pair, x[:, 2:], None, None, cache, values=False)
+    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
+    same(student, ref, pair, x[:, :2], None, None, cache, **FLOAT32)
+    same(student, ref, pair, x[:, 2:], None, None, cache, **FLOAT32)

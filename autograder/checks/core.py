@@ -135,17 +135,19 @@ def match_by_shape(student_state, reference_state, label):
 
 def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=None, nan_hint="", **kwargs):
     """The student's `target(*args, **kwargs)` equals the reference's (a function's name, or a
-    Pair of objects); returns the student's value. `names` label the items of a tuple result."""
+    Pair of objects; a Pair among the arguments is the student's object on its side, the
+    reference's here); returns the student's value. `names` label the items of a tuple result."""
+    mine, theirs = _side(args, student=True), _side(args, student=False)
     if isinstance(target, Pair):
         import torch
-        got = student.call(target.handle, *args, _label=target.label.removesuffix(", on "), **kwargs)
+        got = student.call(target.handle, *mine, _label=target.label.removesuffix(", on "), **kwargs)
         with torch.no_grad():
-            expected = target.module(*args, **kwargs)
-        what = what or target.label + ", ".join(describe(a) for a in args)
+            expected = target.module(*theirs, **kwargs)
+        what = what or target.label + ", ".join(_shown(a) for a in args)
     else:
-        got = student.call(target, *args, **kwargs)
-        expected = getattr(ref, target)(*args, **kwargs)
-        what = what or called(target, None, args, kwargs)
+        got = student.call(target, *mine, **kwargs)
+        expected = getattr(ref, target)(*theirs, **kwargs)
+        what = what or called(target, None, _displayed(args), kwargs)
     expect_same(got, plain(expected), what, names=names, rtol=rtol, atol=atol, nan_hint=nan_hint)
     return got
 
@@ -158,42 +160,57 @@ DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.z
 NO_DATA = ("cannot be called on meta tensors", "nonzero")  # .item(), bool(), x[mask]: fine on a GPU, not on meta
 
 
-def keeps_device(exercise, target, cases, weight=0.5):
+def keeps_device(exercise, target, cases, weight=0.5, **options):
     """A check: `target` on each `call(...)` of `cases(rng)` returns its tensors on the device of
-    its inputs, and makes none on the CPU on the way (`same_device`). One line per exercise."""
+    its inputs, and makes none on the CPU on the way, and the same call on the CPU gives the
+    reference's result (`same_device`; `options` go to `same`: tolerances). One line per exercise."""
     def run(student, ref, rng):
         for case in cases(rng):
-            same_device(student, ref, target, *case.args, **case.kwargs)
+            same_device(student, ref, target, *case.args, values=options or True, **case.kwargs)
     _register(sys._getframe(1).f_globals, exercise, DEVICE_CHECK, weight, run)
 
 
 DEVICE_CHECK = "keeps the input's device: run on PyTorch's meta device (as on a GPU), no tensor is made on the CPU"
+NO_DATA_HINT = ("PyTorch's meta device has no data, and the reference runs this call there: compute without reading "
+                "a tensor's values in Python (.item(), float(), int(), bool(), if on a tensor, x[mask] with a boolean "
+                "mask); torch.where, masked_fill and comparisons keep the work on the tensors' device")
 
 
-def same_device(student, ref, target, *args, device="meta", what=None, **kwargs):
+def same_device(student, ref, target, *args, device="meta", what=None, values=True, **kwargs):
     """The student's `target(*args, **kwargs)` (a function's name or a Pair; a Pair among the
     arguments is the student's object on its side, the reference's on the grader's) run with every
     tensor and module moved to `device`. `meta` tensors have shapes and no data: no GPU is needed,
     and, as on a GPU, a tensor made on the CPU cannot meet them (`one_device` enforces it where meta
-    itself would not). The result's tensors must all be on
-    `device`, as the reference's are; returns the student's `layout`. A call that fails only
-    because meta has no data (`.item()`, a boolean mask's indexing: fine on a GPU) is not charged."""
+    itself would not). The result must have the reference's layout (its tensors' shapes and dtypes),
+    its tensors all on `device`; returns the student's `layout`.
+
+    A check passes only on what it saw: a call that raises fails, whatever it raises. The reference
+    runs every call of these checks on meta (a check whose input it cannot run there is the course's
+    mistake, below: change the input); so the student's call must run too, without reading data.
+    `values` (True, or the tolerances of `same`): the same call on the CPU must also give the
+    reference's result, so that the device's points go with a correct result; False where the call
+    changes what it is given (a cache: the check then compares a CPU run of its own)."""
     import torch
     mine, theirs = _side(args, student=True), to_device(_side(args, student=False), device)
     if isinstance(target, Pair):
         function, label, handle = to_device(target.module, device), target.label.removesuffix(", on "), target.handle
     else:
         function, label, handle = getattr(ref, target), None, target
-    with torch.no_grad(), one_device():
-        expected = layout(function(*theirs, **to_device(kwargs, device)))
+    what = what or called(label or target, None, _displayed(args), kwargs)
+    try:
+        with torch.no_grad(), one_device():
+            expected = layout(function(*theirs, **to_device(kwargs, device)))
+    except Exception as error:  # the course's own mistake: this input cannot grade anyone
+        raise RuntimeError(f"the reference {what} cannot run on the {device} device ({type(error).__name__}: "
+                           f"{error}): change the check's input") from error
     if any(found != device for _, found in tensor_devices(expected)):  # the course's own mistake
         raise RuntimeError(f"the reference {target} does not keep the {device} device: {expected}")
-    what = what or called(label or target, None, args, kwargs)
     try:
         got = student.call(handle, *mine, _device=device, _label=label, **kwargs)
     except StudentError as error:
         if any(text in str(error) for text in NO_DATA):
-            return None
+            raise CheckFailure(f"{error}. With its inputs on PyTorch's `{device}` device (it stands in for a GPU), "
+                               f"this call read a tensor's data, on the line named: {NO_DATA_HINT}") from None
         copied = any(text in str(error) for text in ("Cannot copy out of meta", "to numpy"))
         happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into a "
                     "tensor made on the CPU)" if copied else "met a tensor made on the CPU")
@@ -202,7 +219,81 @@ def same_device(student, ref, target, *args, device="meta", what=None, **kwargs)
     for where, found in tensor_devices(got):
         expect_true(found == device, f"{what} with its inputs on the `{device}` device returned {where} on the "
                     f"{found}: {DEVICE_RULE}")
+    expect_layout(got, expected, f"{what} with its inputs on the `{device}` device")
+    if values:
+        same(student, ref, target, *args, what=f"{what}, on the CPU", **(values if isinstance(values, dict) else {}),
+             **kwargs)
     return got
+
+
+def expect_layout(got, expected, what, where="the result"):
+    """`got`, a `layout`, is made as `expected` is: the same tensors' shapes and dtypes, the same
+    structure (a module: at least the reference's tensors, by shape and dtype, whatever their names)."""
+    def say(g):
+        if isinstance(g, dict) and isinstance(g.get("shape"), list):
+            return f"a {g.get('dtype')} tensor of shape {tuple(g['shape'])}"
+        if isinstance(g, dict) and set(g) == {"type"}:
+            return f"a {g['type']}"
+        if isinstance(g, dict) and set(g) == {"module"}:
+            return "a module"
+        if isinstance(g, (list, tuple)):
+            return f"{len(g)} values"
+        return "a dict" if isinstance(g, dict) else describe(g)
+
+    fail = lambda: CheckFailure(f"{what} returned, as {where}, {say(got)}; expected {say(expected)}")  # noqa: E731
+    if isinstance(expected, dict) and isinstance(expected.get("shape"), list):
+        if not (isinstance(got, dict) and (got.get("shape"), got.get("dtype")) == (expected["shape"], expected["dtype"])):
+            raise fail()
+    elif isinstance(expected, dict) and set(expected) == {"module"}:
+        if not (isinstance(got, dict) and set(got) == {"module"} and isinstance(got["module"], dict)):
+            raise fail()
+        have = sorted((tuple(t.get("shape", ())), t.get("dtype"))
+                      for t in got["module"].values() if isinstance(t, dict))
+        for name, t in expected["module"].items():
+            key = (tuple(t["shape"]), t["dtype"])
+            if key not in have:
+                raise CheckFailure(f"{what} returned a module without a {t['dtype']} tensor of shape {key[0]} "
+                                   f"(the reference's {name}): make its parameters on the device and in the dtype "
+                                   "of what it copies")
+            have.remove(key)
+    elif isinstance(expected, (list, tuple)):
+        if not (isinstance(got, (list, tuple)) and len(got) == len(expected)):
+            raise fail()
+        for i, (g, e) in enumerate(zip(got, expected)):
+            expect_layout(g, e, what, f"item {i} of the result" if where == "the result" else f"{where}[{i}]")
+    elif isinstance(expected, dict) and set(expected) == {"type"}:
+        if got != expected:
+            raise fail()
+    elif isinstance(expected, dict):
+        if not (isinstance(got, dict) and set(got) == set(expected)):
+            raise fail()
+        for key in expected:
+            expect_layout(got[key], expected[key], what, f"{where}[{key!r}]")
+
+
+class _Shown:
+    """An argument as a message shows it: a Pair by its label."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return _shown(self.value)
+
+
+def _displayed(args):
+    """The arguments for `called`: a Pair (or a list of them) shown by its label, the rest as they are."""
+    return tuple(_Shown(a) if isinstance(a, Pair) or (type(a) in (list, tuple) and any(isinstance(v, Pair) for v in a))
+                 else a for a in args)
+
+
+def _shown(value):
+    if isinstance(value, Pair):
+        return value.label.removesuffix(" with parameters the grader loaded into it, on ").removesuffix(", on ")
+    if type(value) in (list, tuple) and any(isinstance(v, Pair) for v in value):
+        inner = ", ".join(_shown(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return describe(value)
 
 
 def _side(value, student):

@@ -286,9 +286,9 @@ def causal_mask(n_q, n_k=None):
 ''',
     "padding_mask": '''
 def padding_mask(lengths, n):
-    rows = [torch.cat([torch.ones(int(l), dtype=torch.bool), torch.zeros(n - int(l), dtype=torch.bool)])
-            for l in lengths]
-    return torch.stack(rows).view(len(rows), 1, 1, n)
+    lengths = torch.as_tensor(lengths)
+    positions = torch.ones(len(lengths), n, dtype=torch.long, device=lengths.device).cumsum(-1) - 1
+    return (positions < lengths.unsqueeze(-1)).view(len(lengths), 1, 1, n)
 ''',
     "sliding_window_mask": '''
 def sliding_window_mask(n, window, causal=True):
@@ -375,6 +375,12 @@ def generate(model, prompt, n_new, use_cache=True, seed=None):
 }
 
 # A tensor made on the CPU: right on CPU inputs, each loses the device check's points only.
+WRONG["padding_mask"]["rows_read_on_the_cpu"] = '''
+def padding_mask(lengths, n):
+    rows = [torch.cat([torch.ones(int(l), dtype=torch.bool), torch.zeros(n - int(l), dtype=torch.bool)])
+            for l in lengths]
+    return torch.stack(rows).view(len(rows), 1, 1, n)
+'''
 WRONG["padding_mask"]["cpu_positions"] = '''
 def padding_mask(lengths, n):
     lengths = torch.as_tensor(lengths)

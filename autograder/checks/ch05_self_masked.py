@@ -17,7 +17,7 @@ import torch
 
 from .core import (CheckFailure, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
                    module_pair, plain, same, stated_checks, tensor)
-from .. import notebook
+from .known_good import use_with_probe
 
 ASSIGNMENT = "05-self-masked"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 through several layers: the order of the additions shows
@@ -320,27 +320,34 @@ class _GraderModel(torch.nn.Module):
 
 class GraderModel:
     """The grader's side of `_GraderModel`: its TinyLM, one cache per list of caches the student
-    passes, and every call's number of tokens, counted here where the student cannot reach."""
+    passes, and every call's number of tokens, counted here where the student cannot reach. Bounded:
+    the prompt's batch, the calls and the caches kept (a student cannot make the grader work or
+    keep more than a correct `generate` needs, many times over)."""
+    MAX_BATCH, MAX_CALLS, MAX_CACHES = 8, 64, 4
 
     def __init__(self, ref, module):
         self.ref, self.module, self.caches, self.fed = ref, module, {}, []
 
     def __call__(self, tokens, cache_ids):
         expect_true(isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[-1] <= GEN_LM[4]
-                    and not tokens.is_floating_point(), f"the model was fed {describe(tokens)}: expected token ids "
-                    f"of shape (batch, n), n <= {GEN_LM[4]}")
+                    and tokens.shape[0] <= self.MAX_BATCH and not tokens.is_floating_point(),
+                    f"the model was fed {describe(tokens)}: expected token ids of shape (batch, n), "
+                    f"batch <= {self.MAX_BATCH}, n <= {GEN_LM[4]}")
+        expect_true(len(self.fed) < self.MAX_CALLS, f"the model was called more than {self.MAX_CALLS} times")
         self.fed.append(int(tokens.shape[-1]))
         with torch.no_grad():
             if cache_ids is None:
                 return self.module(tokens)
-            caches = self.caches.setdefault(tuple(cache_ids), [self.ref.KVCache() for _ in self.module.blocks])
+            key = tuple(cache_ids)
+            expect_true(key in self.caches or len(self.caches) < self.MAX_CACHES,
+                        f"the model was given more than {self.MAX_CACHES} different lists of caches")
+            caches = self.caches.setdefault(key, [self.ref.KVCache() for _ in self.module.blocks])
             return self.module(tokens, caches)
 
 
 @check("generate", "with the cache the model sees every token once: the prompt, then one new token per call")
 def cache_used(student, ref, rng):
-    sources, names = notebook.known_good(ASSIGNMENT, "generate")
-    student.process.use_known_good(sources + [PROBE], names + ["_GraderModel"])
+    use_with_probe(student, PROBE, ["_GraderModel"])
     with torch.random.fork_rng(devices=[]):
         module = ref.TinyLM(*GEN_LM).eval()
     module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.5) for n, p in module.state_dict().items()})

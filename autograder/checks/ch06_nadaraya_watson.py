@@ -6,6 +6,7 @@ check runs the student's `fit` on a subclass of the student's class whose `forwa
 reference's (only that method and `bandwidth` are sent: never the reference's `fit`), so that a
 wrong `forward` costs points in the forward checks only.
 """
+import contextlib
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 
 from .core import call, called, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true, \
     module_pair, plain, same, stated_checks
-from .. import notebook
+from .known_good import use_with_probe
 
 ASSIGNMENT = "06-nadaraya-watson"
 KERNELS = ("gaussian_kernel", "boxcar_kernel", "epanechnikov_kernel")
@@ -74,8 +75,7 @@ def _grader_kernel(name):
 
 def kernel_handle(student, exercise, name):
     """The reference `name` kernel as the student's process holds it, to pass as an argument."""
-    sources, names = notebook.known_good(ASSIGNMENT, exercise)
-    student.process.use_known_good(sources + [KERNEL_BY_NAME], names + ["_grader_kernel"])
+    use_with_probe(student, KERNEL_BY_NAME, ["_grader_kernel"])
     return student.call("_grader_kernel", name, keep=True)
 
 
@@ -249,40 +249,32 @@ def learned_loo(student, ref, rng):
         same(student, ref, pair, x, x, y, leave_one_out=True)
 
 
-FORWARD_ONLY = ("forward", "bandwidth")  # of the reference class: never its `fit`
+FIT_PROBE = '''
+class _GraderFitProbe(LearnedKernelRegression):
+    """The student's __init__ and fit, on the reference's forward (the grader computes it)."""
+    forward = _known_good_method("LearnedKernelRegression", "forward")
+'''
 
 
-def reference_methods(solution, class_name, names):
-    """The source of the reference class's methods `names` (decorators included), as a class body."""
-    import ast
-    import textwrap
-    tree = ast.parse(solution)
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name).body
-    lines = solution.splitlines()
-    kept = [n for n in body if isinstance(n, ast.FunctionDef) and n.name in names]
-    return "\n".join(textwrap.indent(textwrap.dedent("\n".join(lines[(n.decorator_list[0].lineno if n.decorator_list
-                                                                       else n.lineno) - 1:n.end_lineno])), "    ")
-                     for n in kept)
-
-
+@contextlib.contextmanager
 def fit_probe(student, bandwidth):
-    """A model with the student's `__init__` and `fit` and the reference's `forward` (and the
-    `bandwidth` it reads): a wrong forward costs points in the forward checks only. Only these
-    two methods of the reference enter the student's process, never its `fit`."""
-    sources, names = notebook.known_good(ASSIGNMENT, "LearnedKernelRegression")
-    solution = {e.name: e.solution for e in notebook.exercises(ASSIGNMENT)}["LearnedKernelRegression"]
-    probe = (f"class _GraderFitProbe(LearnedKernelRegression):\n"
-             f"    \"\"\"The student's fit, on the reference's forward.\"\"\"\n"
-             + reference_methods(solution, "LearnedKernelRegression", FORWARD_ONLY))
-    student.process.use_known_good(sources + [probe], names + ["_GraderFitProbe"])
-    return student.call("_GraderFitProbe", bandwidth, keep=True)
+    """A model with the student's `__init__` and `fit` and the reference's `forward`, which the
+    grader computes for it while the block runs: a wrong forward costs points in the forward
+    checks only."""
+    standins = student.process.callbacks["known_good"]
+    use_with_probe(student, FIT_PROBE, ["_GraderFitProbe"])
+    standins.names.add("LearnedKernelRegression")
+    try:
+        yield student.call("_GraderFitProbe", bandwidth, keep=True)
+    finally:
+        standins.names.discard("LearnedKernelRegression")
 
 
 @check("LearnedKernelRegression", "fit follows the recipe: Adam, the leave-one-out loss, each loss before its step")
 def learned_recipe(student, ref, rng):
     x, y = torch_sample(rng, 20)
-    model = fit_probe(student, 1.0)
-    losses = student.call(model, x, y, steps=6, lr=0.1, method="fit")
+    with fit_probe(student, 1.0) as model:
+        losses = student.call(model, x, y, steps=6, lr=0.1, method="fit")
     expected = ref.LearnedKernelRegression(1.0).fit(x, y, steps=6, lr=0.1)
     expect_true(isinstance(losses, list) and len(losses) == 6 and all(isinstance(v, float) for v in losses),
                 f"fit(x, y, steps=6, lr=0.1) should return a list of 6 Python floats, got {describe(losses)}")
@@ -290,8 +282,8 @@ def learned_recipe(student, ref, rng):
                  "from LearnedKernelRegression(1.0)", rtol=1e-8, atol=1e-10)
     # larger steps: the gradient shrinks within a few, and only then does AMSGrad (a running max of the
     # squared gradients where Adam has their average) part from Adam
-    model = fit_probe(student, 1.0)
-    losses = student.call(model, x, y, steps=12, lr=0.5, method="fit")
+    with fit_probe(student, 1.0) as model:
+        losses = student.call(model, x, y, steps=12, lr=0.5, method="fit")
     expected = ref.LearnedKernelRegression(1.0).fit(x, y, steps=12, lr=0.5)
     expect_close(np.array(losses), np.array(expected), "fit(x (20,), y (20,), steps=12, lr=0.5): the losses, "
                  "from LearnedKernelRegression(1.0)", rtol=1e-8, atol=1e-10)
@@ -301,8 +293,8 @@ def learned_recipe(student, ref, rng):
 def learned_reaches(student, ref, rng):
     x, y = torch_sample(rng, 40)
     x_test, y_test = torch_sample(rng, 200)
-    model = fit_probe(student, 2.0)
-    student.call(model, x, y, steps=80, lr=0.05, method="fit")
+    with fit_probe(student, 2.0) as model:
+        student.call(model, x, y, steps=80, lr=0.05, method="fit")
     log_h = student.call(model, "log_bandwidth", method="get_parameter")
     learned = ref.LearnedKernelRegression(1.0)
     with torch.no_grad():

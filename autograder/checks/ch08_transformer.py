@@ -10,9 +10,9 @@ import functools
 
 import torch
 
-from .. import notebook
 from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, module_pair,
                    padding_mask, plain, same, stated_checks, tensor)
+from .known_good import use_with_probe
 
 ASSIGNMENT = "08-transformer"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
@@ -196,8 +196,7 @@ def llama_standin(student, index):
         layer, rotary, sizes = llama_layer(index)
     except ImportError as error:
         raise CheckFailure(f"the grader cannot import transformers' Llama ({error}): tell your instructor") from None
-    sources, names = notebook.known_good(ASSIGNMENT, "block_from_llama")
-    student.process.use_known_good(sources + [STANDIN], names + ["_LlamaLayer"])
+    use_with_probe(student, STANDIN, ["_LlamaLayer"])
     standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
     label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {CONFIGS[index]},"
     return standin, layer, rotary, label

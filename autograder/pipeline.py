@@ -18,7 +18,7 @@ from .notebook import NotebookError, load_submission
 from .profile import Stages
 from .results import Graded
 from .sandbox import lifeline
-from .sandbox.session import Limits, SandboxedStudent
+from .sandbox.session import Limits, SandboxedStudent, kill_sandboxes_here
 
 LAYOUT = "<student>/<assignment>/<assignment>.ipynb"
 
@@ -357,7 +357,7 @@ class _CtrlC:
         if os.getpid() != self.owner or self.pending:  # a worker forked before its own handler, or said already
             return
         self.pending = True
-        lifeline.kill_sandboxes_here()
+        kill_sandboxes_here()
         if not self.deferring:
             raise KeyboardInterrupt
 
@@ -382,7 +382,7 @@ def _start_worker(parent):
 def _stop_now(pool, run):
     """Ctrl-C or an error: kill the workers (their zygotes die with them), then whatever of the run
     is left (`lifeline.sweep`), waiting for no notebook to finish."""
-    lifeline.kill_sandboxes_here()
+    kill_sandboxes_here()
     if pool is not None:
         workers = list((pool._processes or {}).values())
         for worker in workers:

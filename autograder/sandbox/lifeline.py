@@ -148,10 +148,3 @@ def kill_marked(token):
                 pass
     return found
 
-
-def kill_sandboxes_here():
-    """SIGKILL the student processes and the zygote this process started (Ctrl-C): their
-    owners' code then finds them dead and closes them at once."""
-    from . import processes, zygotes
-    processes.kill_running()
-    zygotes.kill_running()

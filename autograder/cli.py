@@ -58,6 +58,9 @@ def _main(argv=None):
                                     "venv from its requirements.txt, its run_autograder) and compare with `grade`")
     scope_try.add_argument("zip")
     scope_try.add_argument("notebook", help="a submission to grade, <assignment>.ipynb")
+    scope_try.add_argument("--no-namespaces", action="store_true",
+                           help="(as root) run it as in a container that refuses namespaces, as Docker's default "
+                                "seccomp profile does: no bubblewrap, the student's code as an unprivileged user")
     scope_run = commands.add_parser("gradescope-results", help="(inside Gradescope) grade a submission, write results.json")
     scope_run.add_argument("assignment")
     scope_run.add_argument("submission_dir")
@@ -73,7 +76,7 @@ def _main(argv=None):
     if args.command == "gradescope-try":
         from .gradescope import TryError, try_text, try_zip
         try:
-            tried = try_zip(args.zip, args.notebook)
+            tried = try_zip(args.zip, args.notebook, no_namespaces=args.no_namespaces)
         except TryError as error:
             print(f"gradescope-try: {error}", file=sys.stderr)
             return 1

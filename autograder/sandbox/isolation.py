@@ -7,11 +7,18 @@ view of the repository (solutions, checks), the submissions or the grader's outp
 the few grader modules it needs: `wire` and `sandbox`. When the grader runs as root, the
 student's processes run as the host's `nobody` wherever the kernel lets `nobody` make
 namespaces (`drops_identity`); what `nobody` cannot reach is bound for it onto relay folders.
+
+Where the kernel refuses namespaces (a container's default seccomp profile, as on Gradescope), the
+student's process is a plain process with the resource limits and the seccomp filter; run by root,
+it runs as `student_identity()` (the Gradescope zip's user `autograder-student`, else nobody) and
+imports the same few grader modules from a copy that identity may read (`staged_modules`), never
+from the repository or the zip's source, which the Gradescope route makes unreadable to it.
 """
 import atexit
 import ctypes
 import functools
 import os
+import pwd
 import re
 import resource
 import shutil
@@ -27,6 +34,7 @@ STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/call
                   "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
+STUDENT_USER = "autograder-student"  # made by the Gradescope zip's setup.sh: the student's identity without namespaces
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
                 "with resource limits only. Install the Debian package `bubblewrap` to isolate it.")
 
@@ -136,6 +144,44 @@ def _become_nobody():
     os.setuid(NOBODY)
 
 
+@functools.cache
+def student_identity():
+    """(uid, gid, name): who the student's processes are without namespaces when the grader is root:
+    the user STUDENT_USER where it exists (the Gradescope zip's setup.sh makes it: no other process
+    of the container is it), else nobody."""
+    try:
+        entry = pwd.getpwnam(STUDENT_USER)
+        return entry.pw_uid, entry.pw_gid, STUDENT_USER
+    except KeyError:
+        return NOBODY, NOBODY, "nobody"
+
+
+def _become_student():
+    uid, gid, _ = student_identity()
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+@functools.cache
+def staged_modules():
+    """A folder holding a copy of the grader modules the student's side imports (STAGED_MODULES, as
+    bubblewrap binds them at STAGE_MOUNT), owned by the grader, readable by everyone and writable
+    by no one else: without bubblewrap the student's process imports them from there."""
+    remove_stale_scratch()
+    folder = tempfile.mkdtemp(prefix=f"autograder-{os.getpid()}-")
+    atexit.register(shutil.rmtree, folder, True)
+    package = Path(__file__).resolve().parent.parent
+    for name in STAGED_MODULES:
+        target = Path(folder, "autograder", name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(package / name, target)
+        os.chmod(target, 0o644)
+    for path in (Path(folder), Path(folder, "autograder"), Path(folder, "autograder", "sandbox")):
+        os.chmod(path, 0o755)
+    return folder
+
+
 def _relay_as_nobody():
     _bind_relays()
     _become_nobody()
@@ -147,7 +193,7 @@ def _bubblewrap_runs(as_nobody):
         probe = subprocess.run(bubblewrap_command(as_nobody) + [sys.executable, "-I", "-c", "pass"], capture_output=True,
                                timeout=30, cwd="/", preexec_fn=_relay_as_nobody if as_nobody else None)
         return probe.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.SubprocessError):  # a container refusing unshare fails the preexec_fn: no namespaces
         return False
 
 
@@ -163,7 +209,8 @@ def drops_identity():
     """Whether the student's processes leave the grader's identity, root, for the host's nobody.
     Under bubblewrap they do unless it works only as root (a kernel without unprivileged user
     namespaces): then the sandbox's nobody is the host's root, which owns only what the sandbox's
-    in-memory folders hold. Without bubblewrap they do if nobody can run this Python."""
+    in-memory folders hold. Without bubblewrap they do, as `student_identity()`, if it can run this
+    Python and import the staged modules."""
     return os.geteuid() == 0 and _nobody_runs(bubblewrap_works())
 
 
@@ -171,15 +218,19 @@ def drops_identity():
 def _nobody_runs(under_bubblewrap):
     if under_bubblewrap:
         return _bubblewrap_runs(as_nobody=True)
+    probe = f"import sys; sys.path.insert(0, {staged_modules()!r}); import autograder.sandbox.start"
     try:
-        return subprocess.run([sys.executable, "-I", "-c", "import autograder.sandbox.start"], capture_output=True,
-                              timeout=60, cwd="/", preexec_fn=_become_nobody).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        return subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True,
+                              timeout=60, cwd="/", preexec_fn=_become_student).returncode == 0
+    except (OSError, subprocess.SubprocessError):
         return False
 
 
-BOOTSTRAP = (f"import sys; sys.path.insert(0, {STAGE_MOUNT!r}); "
-             "from autograder.sandbox.start import main; main(sys.argv)")
+def _bootstrap(stage):
+    return f"import sys; sys.path.insert(0, {stage!r}); from autograder.sandbox.start import main; main(sys.argv)"
+
+
+BOOTSTRAP = _bootstrap(STAGE_MOUNT)
 
 
 def worker_command(scratch, in_fd, out_fd, modules, scratch_bytes=None, seccomp_fd=None):
@@ -189,8 +240,8 @@ def worker_command(scratch, in_fd, out_fd, modules, scratch_bytes=None, seccomp_
     if bubblewrap_works():
         return (bubblewrap_command(drops_identity(), scratch_bytes, seccomp_fd) + [sys.executable, "-I", "-c", BOOTSTRAP, str(in_fd), str(out_fd), *modules],
                 SANDBOX_HOME)
-    os.chmod(scratch, 0o777)  # the student's process (nobody, if the grader is root) writes there
-    return [sys.executable, "-I", "-m", "autograder.sandbox.start", str(in_fd), str(out_fd), *modules], scratch
+    os.chmod(scratch, 0o777)  # the student's process (student_identity(), if the grader is root) writes there
+    return [sys.executable, "-I", "-c", _bootstrap(staged_modules()), str(in_fd), str(out_fd), *modules], scratch
 
 
 def zygote_command(control_fd, modules, scratch_bytes=None, seccomp_fd=None):
@@ -213,7 +264,12 @@ def apply_limits(limits, cgroup=None, load_seccomp=False):
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
-        _relay_as_nobody() if bubblewrap_works() else _become_nobody()
+        if bubblewrap_works():
+            _relay_as_nobody()
+        else:
+            if student_identity()[2] == STUDENT_USER:  # a user of its own: the kernel counts its tasks too
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            _become_student()
     if load_seccomp and not seccomp.install():
         os._exit(121)  # the filter was promised and cannot be loaded: run nothing
 
@@ -233,7 +289,7 @@ def student_walls_work():
         return subprocess.run(bubblewrap_command(drops_identity()) + [sys.executable, "-I", "-c", probe],
                               capture_output=True, timeout=60, cwd="/",
                               preexec_fn=_relay_as_nobody if drops_identity() else None).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.SubprocessError):
         return False
 
 

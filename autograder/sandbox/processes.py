@@ -181,6 +181,45 @@ def kill_session(session, seconds=5.0):
         time.sleep(0.01)
 
 
+def live_processes_of(uid):
+    """The processes (not zombies) whose real user is `uid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith(("Z", "X")):
+                found.append(int(entry))
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+    return found
+
+
+def end_identity(uid, gid, seconds=5.0):
+    """Without namespaces, by root: kill every process of the student's identity (`uid`, a user no
+    other process of the machine is), again until none is left, a process that left its session
+    included; whether none is left. A child becomes that user and signals all it may signal
+    (kill(-1)): every process of that user, and nothing else."""
+    deadline = time.monotonic() + seconds
+    while live_processes_of(uid):
+        if time.monotonic() > deadline:
+            return False
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            try:
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.01)
+    return True
+
+
 class OutputDrain(threading.Thread):
     """Reads and drops what the student's code prints: a flood of output costs neither memory
     nor disk, and never blocks the student's process on a full pipe."""

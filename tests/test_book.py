@@ -7,9 +7,12 @@ the same build.
 """
 import html
 import json
+import os
 import re
+import subprocess
 
 import nbformat
+import yaml
 
 import book_build
 from book_build import BUILD, HTML, LOCK, ROOT, STAMP, chapter_pages, student_notebooks, toc_files
@@ -209,8 +212,6 @@ def leaks_of(lines, files, root):
 def private_repositories():
     """The addresses of the instructors' repository, as `github.com/owner/name`: this working
     tree's remotes, and the repository a GitHub workflow runs in (GITHUB_REPOSITORY)."""
-    import os
-    import subprocess
     found = set()
     remotes = subprocess.run(["git", "remote", "-v"], cwd=ROOT, capture_output=True, text=True).stdout
     for url in re.findall(r"\s(\S+)\s\((?:fetch|push)\)", remotes):
@@ -230,7 +231,6 @@ def test_no_private_line_and_no_link_to_the_private_repository_in_build(build):
     assert not leaks, "lines of the private repository in the build:\n" + "\n".join(leaks)
     # the launch buttons point at repository.url, the students' repository, and nothing links to
     # the instructors' own (where this tree has a remote, or the workflow runs)
-    import yaml
     students = (yaml.safe_load((ROOT / "_config.yml").read_text()).get("repository") or {}).get("url") or ""
     private = private_repositories()
     assert not any(students.lower().rstrip("/").endswith(p) for p in private), \

@@ -6,9 +6,13 @@ import io
 import os
 
 from .files import atomic_write
+from .late import sentence
+from .roster import display
 from .text import for_csv_cell, for_html, for_terminal
 
 COLUMNS = ["student", "assignment", "exercise", "score", "max_score", "message"]
+NAME_COLUMNS = ["name"]   # added at the end with a roster (`grade --roster`)
+LATE_COLUMNS = ["submitted_at", "due", "days_late", "penalty_percent", "score_after_penalty"]  # with --deadlines
 
 
 def _number(x):
@@ -20,14 +24,26 @@ def shown(x):
     return format(round(float(x), 2), "g")
 
 
-def write_grades(graded_list, out_dir):
+def write_grades(graded_list, out_dir, roster=None, late=None):
+    """grades.csv. With a `roster` ({folder: roster.Student}) a `name` column is added at the end,
+    with `late` ({(student, assignment): late.Late}, deadlines given) the LATE_COLUMNS after it:
+    `score` stays what the checks gave, `score_after_penalty` is what the exports use (a notebook
+    with no deadline or handed in on time keeps its score there; `days_late` empty: no time known)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(COLUMNS + NAME_COLUMNS * (roster is not None) + LATE_COLUMNS * (late is not None))
     for graded in graded_list:
         for student, assignment, exercise, score, max_score, message in graded.rows():
-            writer.writerow([for_csv_cell(student), for_csv_cell(assignment), for_csv_cell(exercise),
-                             _number(score), _number(max_score), for_csv_cell(message)])
+            row = [for_csv_cell(student), for_csv_cell(assignment), for_csv_cell(exercise),
+                   _number(score), _number(max_score), for_csv_cell(message)]
+            if roster is not None:
+                row.append(for_csv_cell(display(roster, student)))
+            if late is not None:
+                lateness = late.get((student, assignment))
+                row += ([lateness.submitted.isoformat(), lateness.due.isoformat(), lateness.days,
+                         _number(lateness.percent), _number(lateness.apply(score))] if lateness
+                        else ["", "", "", "0", _number(score)])
+            writer.writerow(row)
     path = os.path.join(out_dir, "grades.csv")
     atomic_write(path, buffer.getvalue())
     return path
@@ -46,14 +62,23 @@ th{overflow-wrap:normal}td:nth-child(3){white-space:nowrap;overflow-wrap:normal}
 """
 
 
-def feedback_html(graded):
+def feedback_html(graded, name=None, late=None):
+    """The student's page; `name`: their display name (from the roster), `late`: their notebook's
+    late.Late (deadlines given), said under the title with the points after the penalty."""
     e = for_html
+    who = e(name) + f" ({e(graded.student)})" if name and name != graded.student else e(graded.student)
+    score = (f"{shown(late.apply(graded.score))} / {shown(graded.max_score)} points "
+             f"(late: {shown(graded.score)} before the penalty)" if late and late.percent
+             else f"{shown(graded.score)} / {shown(graded.max_score)} points")
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-             f"<title>{e(graded.assignment)} — {e(graded.student)}</title><style>{STYLE}</style></head><body>",
-             f"<h1>{e(graded.assignment)}: {shown(graded.score)} / {shown(graded.max_score)} points</h1>",
-             f"<p>Feedback for <b>{e(graded.student)}</b>. Each exercise's points are split over its checks; "
+             f"<title>{e(graded.assignment)} — {e(name or graded.student)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{e(graded.assignment)}: {score}</h1>",
+             f"<p>Feedback for <b>{who}</b>. Each exercise's points are split over its checks; "
              "a failing check says on which input your code went wrong and how.</p>"]
+    if late:
+        parts.append(f"<p class='{'fail' if late.percent else 'pass'}'>"
+                     f"{e(sentence(late, graded.score, graded.max_score, shown))}</p>")
     if graded.problem:
         parts.append(f"<p class='fail'><b>{e(graded.problem)}</b></p>")
     if graded.notes:
@@ -73,19 +98,32 @@ def feedback_html(graded):
     return "\n".join(parts)
 
 
-def write_feedback(graded_list, out_dir):
+def write_feedback(graded_list, out_dir, roster=None, late=None):
     for graded in graded_list:
+        name = display(roster, graded.student) if roster is not None else None
         atomic_write(os.path.join(out_dir, "feedback", graded.student, f"{graded.assignment}.html"),
-                      feedback_html(graded))
+                      feedback_html(graded, name, (late or {}).get((graded.student, graded.assignment))))
 
 
-def table(graded_list):
-    """A plain-text table: one line per student, one column per assignment."""
+def table(graded_list, roster=None, late=None):
+    """A plain-text table: one line per student, one column per assignment. With a roster, the
+    student's display name beside the folder; with deadlines, a late notebook's points after the
+    penalty, marked `late -P%`."""
     assignments = sorted({g.assignment for g in graded_list})
     students = sorted({g.student for g in graded_list})
-    cell = {(g.student, g.assignment): f"{shown(g.score)}/{shown(g.max_score)}" for g in graded_list}
-    width = max([len("student")] + [len(for_terminal(s)) for s in students])
-    lines = ["student".ljust(width) + "".join(f"  {for_terminal(a):>18}" for a in assignments)]
+    late = late or {}
+
+    def cell(g):
+        lateness = late.get((g.student, g.assignment))
+        if lateness and lateness.percent:
+            return f"{shown(lateness.apply(g.score))}/{shown(g.max_score)} late -{shown(lateness.percent)}%"
+        return f"{shown(g.score)}/{shown(g.max_score)}"
+    cells = {(g.student, g.assignment): cell(g) for g in graded_list}
+    label = {s: for_terminal(s) + (f" ({for_terminal(display(roster, s))})" if roster and s in roster else "")
+             for s in students}
+    width = max([len("student")] + [len(label[s]) for s in students])
+    column = max([18] + [len(c) for c in cells.values()])
+    lines = ["student".ljust(width) + "".join(f"  {for_terminal(a):>{column}}" for a in assignments)]
     for s in students:
-        lines.append(for_terminal(s).ljust(width) + "".join(f"  {cell.get((s, a), '-'):>18}" for a in assignments))
+        lines.append(label[s].ljust(width) + "".join(f"  {cells.get((s, a), '-'):>{column}}" for a in assignments))
     return "\n".join(lines)

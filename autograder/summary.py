@@ -60,29 +60,56 @@ def summarise(graded_list):
     return list(found.values())
 
 
-def write_summary(graded_list, out_dir):
+LATE_COLUMNS = ["late_students", "mean_after_penalty"]   # at the end, with deadlines (`grade --deadlines`)
+
+
+def late_by_exercise(graded_list, late):
+    """{(assignment, exercise): (students penalized, mean score after the penalty)}."""
+    found = {}
+    for graded in graded_list:
+        lateness = late.get((graded.student, graded.assignment))
+        for exercise in graded.exercises:
+            count, total, students = found.get((graded.assignment, exercise.name), (0, 0.0, 0))
+            penalized = bool(lateness and lateness.percent)
+            found[graded.assignment, exercise.name] = (count + penalized, total + (
+                lateness.apply(exercise.score) if lateness else exercise.score), students + 1)
+    return {key: (count, total / students) for key, (count, total, students) in found.items()}
+
+
+def write_summary(graded_list, out_dir, late=None):
+    """summary.csv; with `late` ({(student, assignment): late.Late}) LATE_COLUMNS at the end."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    writer.writerow(COLUMNS + LATE_COLUMNS * (late is not None))
+    penalties = late_by_exercise(graded_list, late) if late is not None else {}
     for s in summarise(graded_list):
         name, count, message = s.most_common() or ("", 0, "")
-        writer.writerow([for_csv_cell(s.assignment), for_csv_cell(s.exercise), shown(s.max_score), s.students,
-                         shown(s.mean_score), s.lost_points, s.not_graded, for_csv_cell(name), count,
-                         for_csv_cell(message[:300])])
+        row = [for_csv_cell(s.assignment), for_csv_cell(s.exercise), shown(s.max_score), s.students,
+               shown(s.mean_score), s.lost_points, s.not_graded, for_csv_cell(name), count,
+               for_csv_cell(message[:300])]
+        if late is not None:
+            late_students, mean = penalties[s.assignment, s.exercise]
+            row += [late_students, shown(mean)]
+        writer.writerow(row)
     path = os.path.join(out_dir, "summary.csv")
     atomic_write(path, buffer.getvalue())
     return path
 
 
-def text(graded_list, width=110):
+def text(graded_list, width=110, late=None):
     """The summary as a plain-text table, one line per exercise and the top failure under it.
-    Names and messages are printed through for_terminal: a student's escapes do not act."""
+    Names and messages are printed through for_terminal: a student's escapes do not act.
+    With `late`, each assignment's line says how many notebooks were penalized for lateness."""
     lines = [f"{'exercise':<34} {'mean':>11} {'lost points':>12} {'not graded':>11}  most common failure"]
     assignment = None
     for s in summarise(graded_list):
         if s.assignment != assignment:
             assignment = s.assignment
-            lines.append(f"{for_terminal(assignment)}:")
+            penalized = sorted(student for (student, a), lateness in (late or {}).items()
+                               if a == assignment and lateness.percent)
+            lines.append(f"{for_terminal(assignment)}:" + (
+                f"  late, penalized: {len(penalized)} ({', '.join(map(for_terminal, penalized))})" if penalized
+                else "  nobody late" if late is not None else ""))
         top = s.most_common()
         failure = f"{for_terminal(top[0])} ({top[1]})" if top else "-"
         mean = f"{shown(s.mean_score)}/{shown(s.max_score)}"

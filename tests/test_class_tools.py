@@ -196,3 +196,16 @@ def test_the_time_left_appears_after_a_few_notebooks(monkeypatch):
     assert said[:3] == ["", "", ""]   # the refusal, then the first two notebooks
     assert said[3] == " (about 1 min 47 s left)"   # 40 s for 3 notebooks graded, 8 to go
     assert cli._Remaining(0).left(12, 12) == ""
+
+
+def test_the_instructors_page_states_the_rule_and_the_columns_the_code_uses():
+    page = " ".join((REPO / "book" / "instructors.md").read_text().split())
+    policy = Policy()
+    assert f"loses {policy.percent_per_day:g} % of the points it earned for each day or part" in page
+    assert f"for up to {policy.max_days} days; later, it scores 0" in page
+    assert ", ".join(f"`{c}`" for c in CANVAS_COLUMNS) in page
+    from autograder.roster import COLUMNS
+    assert all(f"`{c}`" in page for c in COLUMNS)
+    from autograder.report import LATE_COLUMNS
+    assert ", ".join(f"`{c}`" for c in LATE_COLUMNS) in page
+    assert "benchmarks/grading_speed.py" in page and "FIGURES TO ADD HERE" in page

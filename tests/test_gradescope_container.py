@@ -126,3 +126,20 @@ def test_ending_the_students_user_kills_what_left_its_session():
             os.kill(escaped, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_every_gradescope_test_has_a_status():
+    """Gradescope shows a test without `status` as passed: the notebook's test fails when a cell
+    raised, a check when it earned less than its points."""
+    from autograder.results import CheckResult, ExerciseResult, Graded
+    checks = [CheckResult("right", 1.0, 1.0), CheckResult("wrong", 0.0, 1.0, "got 2, expected 1"),
+              CheckResult("part", 0.5, 1.0, "2 of 4 rows differ"), CheckResult("not run", 0.0, 1.0, "timeout", ran=False)]
+    ran = Graded("s", A, [ExerciseResult("softmax", 4.0, checks)])
+    raised = Graded("s", A, [ExerciseResult("softmax", 4.0, checks)],
+                    notes=["only 01-weights.ipynb is graded; ignored: x.ipynb", "code cell 3 raised SyntaxError: invalid syntax"])
+    unreadable = Graded.not_graded("s", A, [], "not a notebook")
+    assert [t["status"] for t in gradescope.check_tests(ran)] == ["passed", "failed", "failed", "failed"]
+    assert gradescope.notebook_test(ran)["status"] == "passed"
+    assert gradescope.notebook_test(Graded("s", A, [], notes=["only 01-weights.ipynb is graded; ignored: x.ipynb"]))["status"] == "passed"
+    assert gradescope.notebook_test(raised)["status"] == "failed"
+    assert gradescope.notebook_test(unreadable)["status"] == "failed"

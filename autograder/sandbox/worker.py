@@ -140,3 +140,18 @@ def preload(modules):
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 (the notebook will say so itself)
             pass
+    if "torch" in modules:
+        _warm_meta_device()
+
+
+def _warm_meta_device():
+    """The first call on the `meta` device (the device checks) costs 0.9 s of PyTorch's own set-up;
+    paid here, once, a forked student's process starts with it done."""
+    try:
+        import torch
+        from .calls import one_device
+        with torch.no_grad(), one_device():
+            x = torch.empty(2, 3, 4, device="meta")
+            torch.where(torch.softmax(x @ x.transpose(-1, -2), dim=-1) > 0, x @ x.transpose(-1, -2), 0.0)
+    except Exception:  # noqa: BLE001 (an optimisation only)
+        pass

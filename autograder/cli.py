@@ -88,7 +88,21 @@ def _main(argv=None):
     export.add_argument("--moodle-id", choices=("email", "lms_id"), default="email",
                         help="with --format moodle: identify students by email (Email address, default) "
                         "or lms_id (ID number)")
+    similar = commands.add_parser("similarity", help="an HTML page of the submissions that are alike, exercise by "
+                                  "exercise (copydetect), the given code left out")
+    similar.add_argument("submissions")
+    similar.add_argument("--out", required=True, help="folder for similarity.html and similarity.csv")
     args = parser.parse_args(argv)
+    if args.command == "similarity":
+        from .pipeline import NothingToGrade, discover
+        from .similarity import compare, write_report
+        try:
+            jobs, _ = discover(args.submissions, skip=args.out)
+        except NothingToGrade as error:
+            parser.error(str(error))
+        flagged = write_report(compare(jobs), args.out)
+        print(f"{len(flagged)} flagged pairs of exercises; {os.path.join(args.out, 'similarity.html')}")
+        return 0
     if args.command == "gradescope":
         from .gradescope import build_zip
         print(build_zip(args.assignment, args.out))

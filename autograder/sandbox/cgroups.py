@@ -285,6 +285,7 @@ class _OomWatch(threading.Thread):
     def __init__(self, cgroup):
         super().__init__(daemon=True)
         self.cgroup, self.stopped = cgroup, threading.Event()
+        self.closing, self.closed = threading.Lock(), False
         memory = cgroup.folders["memory"]
         self.event = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self.control = os.open(f"{memory}/memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
@@ -310,14 +311,24 @@ class _OomWatch(threading.Thread):
             self._close()
 
     def _close(self):
-        for fd in (self.event, self.control):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self.closing:
+            self.closed = True
+            for fd in (self.event, self.control):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def stop(self):
+        """Stop watching at once: the eventfd wakes the thread's select (else it waits up to 0.5 s,
+        a quarter of a second per notebook on average)."""
         self.stopped.set()
+        with self.closing:
+            if not self.closed:
+                try:
+                    os.eventfd_write(self.event, 1)
+                except OSError:
+                    pass
         if self.is_alive():
             self.join(timeout=2)
 

@@ -151,13 +151,19 @@ def kill_running():
 
 
 def _zygote_for(limits, modules):
+    """This process's zygote, if it has imported at least `modules`; else a new one that imports
+    these and what the last one had: the assignments come in order, and after the first that
+    needs PyTorch one zygote serves the rest (it starts in seconds; a fork in milliseconds)."""
     global _zygote
-    if _zygote is not None and (not _zygote.alive() or _zygote.busy or _zygote.modules != modules
+    wanted = tuple(modules)
+    if _zygote is not None and (not _zygote.alive() or _zygote.busy or not set(wanted) <= set(_zygote.modules)
                                 or _zygote.limits != limits):
+        if _zygote.alive() and _zygote.limits == limits:
+            wanted = tuple(dict.fromkeys([*_zygote.modules, *wanted]))
         _zygote.kill()
         _zygote = None
     if _zygote is None:
-        _zygote = Zygote(limits, modules)
+        _zygote = Zygote(limits, wanted)
     return _zygote
 
 

@@ -15,6 +15,9 @@ from .processes import (OutputDrain, StudentProcess, describe_exit_text, memory_
                         student_env)
 
 
+CGROUP_TASK_MARGIN = 16  # processes the watcher tolerates above a cgroup's own limit
+
+
 class Zygote:
     """A warm, bubblewrapped process that forks the students' processes (`zygote.zygote`)."""
 
@@ -97,7 +100,11 @@ class Zygote:
         return reply["answer"]
 
     def fork(self):
-        channel.send(self.control.fileno(), {"op": "fork", "max_tasks": self.limits.processes,
+        # With a cgroup, its pids limit refuses the fork past the limit, in the kernel, and the
+        # notebook goes on; the watcher's count (a sampled one) then only backs it up, a margin
+        # above, so that the two never race to decide the same flood two ways.
+        max_tasks = self.limits.processes + (CGROUP_TASK_MARGIN if self.use_cgroups else 0)
+        channel.send(self.control.fileno(), {"op": "fork", "max_tasks": max_tasks,
                                              "max_scratch_bytes": self.limits.scratch_bytes,
                                              "max_memory_bytes": self.limits.memory_bytes}, time.monotonic() + 30)
         ready, _, _ = select.select([self.control], [], [], 30)

@@ -7,6 +7,12 @@ the test fills them in. Base "reference" is a correct notebook; "stubs" the unto
 from dataclasses import dataclass, field
 
 
+def _cgroups_here():
+    """Whether the grader gives each student a cgroup here (its pids limit refuses a fork flood)."""
+    from autograder.sandbox import cgroups
+    return cgroups.why_not() is None
+
+
 @dataclass
 class Case:
     guarantee: str
@@ -87,9 +93,12 @@ CASES = {
     "many-children": Case("child processes die with the student's process", base="reference",
                           cell="import subprocess\nkids = [subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}']) for _ in range(40)]",
                           expected=12),
+    # Stopped at the limit either way: where the student has a cgroup, the kernel refuses the fork
+    # past it (the cell raises; the notebook's correct work keeps its points); elsewhere the grader's
+    # watcher sees the flood and kills the whole sandbox (the notebook gets 0).
     "process-flood": Case("a flood of processes is stopped at the process limit", base="reference",
                           cell="import subprocess\nkids = [subprocess.Popen(['sh', '-c', 'sleep 600; : {marker}']) for _ in range(300)]",
-                          expected=0),
+                          expected=12 if _cgroups_here() else 0),
     "output-flood": Case("a flood of output is drained and cut, grading goes on", base="reference",
                          cell="import sys\nline = 'x' * 1000 + '\\n'\nfor _ in range(50_000):\n    sys.stdout.write(line)",
                          expected=12),
@@ -115,10 +124,11 @@ CASES = {
                                 base="reference",
                                 cell="import os\nfor i in range(40):\n    open(f'/dev/shm/fill{{i}}', 'wb').write(b'x' * 50_000_000)",
                                 expected=0),
-    "thread-flood": Case("threads count as processes: a thread flood is killed", base="reference",
+    "thread-flood": Case("threads count as processes: a thread flood is stopped at the limit (as process-flood)",
+                         base="reference",
                          cell="import threading, time\nthreading.stack_size(64 * 1024)\nfor _ in range(2000):\n"
                               "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
-                         expected=0),
+                         expected=12 if _cgroups_here() else 0),
     "huge-return-value": Case("a huge return value is refused, read and dropped: it costs its own exercise",
                               base="reference", solutions={"softmax": "def softmax(scores, axis=-1, temperature=1.0):\n"
                                                            "    return np.zeros(20_000_000)"},

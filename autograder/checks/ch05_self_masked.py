@@ -5,7 +5,7 @@ with the reference CausalSelfAttention, and train_lm and generate with the refer
 training check trains a small TinyLM from the grader's seed with the student's loop, for a few
 steps, and measures it on held-out text here; the notebook's long training run is never repeated.
 The cache check gives `generate` a model whose every forward the grader computes and counts on
-its own side (`GraderModel`, through `_grader`): what the student's process holds cannot change
+its own side (`GraderModel`, asked over the channel): what the student's process holds cannot change
 the count, and the logits come only from the grader.
 """
 import functools
@@ -307,15 +307,6 @@ def sampled(student, ref, rng):
 stated_checks("generate")  # under torch.no_grad(): autograder/stated.py
 
 
-PROBE = '''
-class _GraderModel(torch.nn.Module):
-    """What `generate` is given: a TinyLM whose every forward is computed, and counted, by the grader."""
-    def __init__(self, num_layers):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
-    def forward(self, tokens, caches=None):
-        return _grader("tinylm", tokens, None if caches is None else [id(c) for c in caches])
-'''
 
 
 class GraderModel:
@@ -347,7 +338,7 @@ class GraderModel:
 
 @check("generate", "with the cache the model sees every token once: the prompt, then one new token per call")
 def cache_used(student, ref, rng):
-    use_with_probe(student, PROBE, ["_GraderModel"])
+    use_with_probe(student, "_GraderModel")
     with torch.random.fork_rng(devices=[]):
         module = ref.TinyLM(*GEN_LM).eval()
     module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.5) for n, p in module.state_dict().items()})

@@ -67,15 +67,11 @@ def epanechnikov_density(student, ref, rng):
 
 # ---- the estimator ----------------------------------------------------------------------------
 
-KERNEL_BY_NAME = '''
-def _grader_kernel(name):
-    return globals()[name]
-'''
 
 
 def kernel_handle(student, exercise, name):
     """The reference `name` kernel as the student's process holds it, to pass as an argument."""
-    use_with_probe(student, KERNEL_BY_NAME, ["_grader_kernel"])
+    use_with_probe(student, "_grader_kernel")
     return student.call("_grader_kernel", name, keep=True)
 
 
@@ -249,20 +245,13 @@ def learned_loo(student, ref, rng):
         same(student, ref, pair, x, x, y, leave_one_out=True)
 
 
-FIT_PROBE = '''
-class _GraderFitProbe(LearnedKernelRegression):
-    """The student's __init__ and fit, on the reference's forward (the grader computes it)."""
-    forward = _known_good_method("LearnedKernelRegression", "forward")
-'''
-
-
 @contextlib.contextmanager
 def fit_probe(student, bandwidth):
     """A model with the student's `__init__` and `fit` and the reference's `forward`, which the
     grader computes for it while the block runs: a wrong forward costs points in the forward
     checks only."""
     standins = student.process.callbacks["known_good"]
-    use_with_probe(student, FIT_PROBE, ["_GraderFitProbe"])
+    use_with_probe(student, "_GraderFitProbe")
     standins.names.add("LearnedKernelRegression")
     try:
         yield student.call("_GraderFitProbe", bandwidth, keep=True)

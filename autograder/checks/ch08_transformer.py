@@ -141,17 +141,6 @@ stated_checks("DecoderBlock")  # parameters, a cache fed in pieces, RMSNorm as b
 
 # ---- block_from_llama -------------------------------------------------------------------------
 
-STANDIN = '''
-class _LlamaLayer:
-    """What block_from_llama is given in grading: a LlamaDecoderLayer's tensors and sizes, as plain data."""
-    def __init__(self, state, config):
-        import types
-        self._state = state
-        self.self_attn = types.SimpleNamespace(config=types.SimpleNamespace(**config))
-    def state_dict(self):
-        return dict(self._state)
-'''
-
 CONFIGS = ({"hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 24,
             "rms_norm_eps": 1e-5, "rope_theta": 500000.0},
            {"hidden_size": 12, "num_attention_heads": 3, "num_key_value_heads": 1, "intermediate_size": 20,
@@ -196,7 +185,7 @@ def llama_standin(student, index):
         layer, rotary, sizes = llama_layer(index)
     except ImportError as error:
         raise CheckFailure(f"the grader cannot import transformers' Llama ({error}): tell your instructor") from None
-    use_with_probe(student, STANDIN, ["_LlamaLayer"])
+    use_with_probe(student, "_LlamaLayer")
     standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
     label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {CONFIGS[index]},"
     return standin, layer, rotary, label

@@ -288,33 +288,31 @@ def _dtype(name):
     return dtype
 
 
-def _tensors(value):
+def _leaves(value):
+    """The tensors and NumPy arrays in `value`, through its lists, tuples, dicts and objects (a KVCache)."""
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
+    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
         yield value
     elif type(value) in (list, tuple):
         for v in value:
-            yield from _tensors(v)
+            yield from _leaves(v)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _tensors(v)
+            yield from _leaves(v)
     elif hasattr(value, "__dict__") and not callable(value):
-        yield from _tensors(vars(value))
+        yield from _leaves(vars(value))
+
+
+def _tensors(value):
+    return (leaf for leaf in _leaves(value) if not isinstance(leaf, np.ndarray))
 
 
 def _arrays(value):
-    if isinstance(value, np.ndarray):
-        yield value
-    elif type(value) in (list, tuple):
-        for v in value:
-            yield from _arrays(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _arrays(v)
+    return (leaf for leaf in _leaves(value) if isinstance(leaf, np.ndarray))
 
 
 def _numbers(value):
-    return sum(t.numel() for t in _tensors(value)) + sum(a.size for a in _arrays(value))
+    return sum(leaf.size if isinstance(leaf, np.ndarray) else leaf.numel() for leaf in _leaves(value))
 
 
 def _bounded(value):
@@ -394,8 +392,8 @@ class _nothing:
         return False
 
 
-def use_with_probe(student, source, names):
-    """The current exercise's stand-ins, plus a probe of the grader's (code that asks the grader
-    through `_grader`, never a solution) defining `names` in the student's process."""
+def use_with_probe(student, name):
+    """The current exercise's stand-ins, plus the grader's probe `name` (`sandbox/probes.py`, made
+    in the student's process from its name: no code is sent) in the student's namespace."""
     standins = student.process.callbacks.get("known_good")
-    student.process.use_known_good(standins.spec() if standins else {}, [[source, list(names)]])
+    student.process.use_known_good(standins.spec() if standins else {}, [name])

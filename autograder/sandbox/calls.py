@@ -30,20 +30,20 @@ class StudentNamespace:
         """Put stand-ins for the exercises whose checks are done (`spec`: their names and kinds) in
         place of the student's versions: the grader computes their every call (`standins.py`), so
         no line of a reference solution enters this process. The student's later code calls
-        them by name or as a default argument it bound at definition. `probes`: [source, names]
-        of the grader's probes (code that asks the grader through `_grader`, never a solution)."""
+        them by name or as a default argument it bound at definition. `probes`: names of the grader's
+        probes (`probes.py`) to put in the namespace too. No code is received: only names and data."""
+        from .probes import PROBES
         from .standins import StandIns
         self.restore()
         standins = StandIns(spec, lambda *request: self.ask_grader("known_good", *request))
-        scratch = dict(self.namespace, _grader=self.ask_grader, _known_good_method=standins.method_of,
-                       **standins.by_name)
-        names = list(standins.by_name)
-        for source, defined in probes:
-            exec(compile(source, "<grader probe>", "exec"), scratch)
-            names += list(defined)
-        old = {id(self.namespace[n]): scratch[n] for n in names if n in self.namespace}
-        for name in names:
-            self._replace(self.namespace, name, scratch[name])
+        new = dict(standins.by_name)
+        for name in probes:
+            if name not in PROBES:
+                raise CallError(f"the grader has no probe {name!r}")
+            new[name] = PROBES[name](self.namespace, standins, self.ask_grader)
+        old = {id(self.namespace[n]): value for n, value in new.items() if n in self.namespace}
+        for name, value in new.items():
+            self._replace(self.namespace, name, value)
         for value in list(self.namespace.values()):
             defaults = getattr(value, "__defaults__", None) if callable(value) else None
             if isinstance(defaults, tuple) and any(id(d) in old for d in defaults):

@@ -31,7 +31,8 @@ from pathlib import Path
 from . import SANDBOX_HOME, seccomp
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
-                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py"]
+                  "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py",
+                  "sandbox/probes.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 STUDENT_USER = "autograder-student"  # made by the Gradescope zip's setup.sh: the student's identity without namespaces

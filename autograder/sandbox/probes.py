@@ -1,0 +1,56 @@
+"""The grader's probes, on the student's side: objects a check puts in the student's namespace by
+name, made here from plain arguments. No code travels to the student's process: it runs this
+package's files and its own notebook, nothing else. Each maker gets the notebook's namespace, the
+current stand-ins (`standins.py`) and `ask(name, *args)`, a question to the grader mid-call.
+"""
+import sys
+
+
+def grader_model(namespace, standins, ask):
+    """What chapter 5's `generate` is given: a TinyLM whose every forward the grader computes and counts."""
+    torch = sys.modules["torch"]
+
+    class _GraderModel(torch.nn.Module):
+        def __init__(self, num_layers):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
+
+        def forward(self, tokens, caches=None):
+            return ask("tinylm", tokens, None if caches is None else [id(c) for c in caches])
+    return _GraderModel
+
+
+def kernel_by_name(namespace, standins, ask):
+    """Chapter 6: the kernel of that name as the student's code sees it (a stand-in), to pass on."""
+    def _grader_kernel(name):
+        return namespace[name]
+    return _grader_kernel
+
+
+def fit_probe(namespace, standins, ask):
+    """Chapter 6: the student's LearnedKernelRegression, its `forward` the reference's (a stand-in
+    the grader computes), so its `fit` is judged alone."""
+    if not isinstance(namespace.get("LearnedKernelRegression"), type):
+        raise NameError("`LearnedKernelRegression` is not a class in your notebook (was it renamed, or did its cell fail?)")
+
+    class _GraderFitProbe(namespace["LearnedKernelRegression"]):
+        forward = standins.method_of("LearnedKernelRegression", "forward")
+    return _GraderFitProbe
+
+
+def llama_layer(namespace, standins, ask):
+    """Chapter 8: what block_from_llama is given: a LlamaDecoderLayer's tensors and sizes, as plain data."""
+    import types
+
+    class _LlamaLayer:
+        def __init__(self, state, config):
+            self._state = state
+            self.self_attn = types.SimpleNamespace(config=types.SimpleNamespace(**config))
+
+        def state_dict(self):
+            return dict(self._state)
+    return _LlamaLayer
+
+
+PROBES = {"_GraderModel": grader_model, "_grader_kernel": kernel_by_name, "_GraderFitProbe": fit_probe,
+          "_LlamaLayer": llama_layer}

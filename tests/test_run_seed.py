@@ -1,4 +1,4 @@
-"""Issue 28 §3, a fixed, published input: the rules the texts state (autograder/stated.py, which
+"""Issue 28 §3, a fixed, published input: the rules the texts state (autograder/stated/, which
 the students can read) draw their inputs from a seed of the grading run that no student can see,
 kept in the run's --out so that a rerun, a regrade and the shards of one class draw the same; the
 hidden checks keep their fixed inputs. The chapter 7 attacker that answers the memory rule's
@@ -17,15 +17,15 @@ from autograder.checks.core import registered
 from autograder.sandbox.session import Limits, SandboxedStudent
 
 A = "04-multi-head"  # a cheap chapter with stated rules
-MEMORY_RULE = next(p for p in stated.properties("07-flash-tiling", "tiled_attention") if p.function is stated.tiled_memory)
+MEMORY_RULE = next(p for p in stated.properties("07-flash-tiling", "tiled_attention") if p.function is stated.ch07_flash_tiling.tiled_memory)
 
 
 @pytest.fixture
 def seed():
     """Restores this process's seed after a test sets it."""
-    before = stated._seed
+    before = stated.register._seed
     yield
-    stated._seed = before
+    stated.register._seed = before
 
 
 def draws(rng):

@@ -95,7 +95,7 @@ def mha_self_and_cross(student, ref, rng):
         same(student, ref, pair, *sequences(rng, batch, n, n + 3, h * d_h), names=OUT_WEIGHTS, **FLOAT32)
 
 
-stated_checks("MultiHeadAttention")  # the formula against nn.MultiheadAttention: autograder/stated.py
+stated_checks("MultiHeadAttention")  # the formula against nn.MultiheadAttention: autograder/stated/ch04_multi_head.py
 
 
 @check("MultiHeadAttention", "masks: padding (B, 1, 1, Nk), one per head (B, H, Nq, Nk), one (Nq, Nk); a fully "
@@ -215,7 +215,7 @@ def from_torch_float64(student, ref, rng):
     expect_as_torch(student, rng, 6, 3, bias=True, double=True)
 
 
-stated_checks("mha_from_torch")  # a copy, not m's own tensors: autograder/stated.py
+stated_checks("mha_from_torch")  # a copy, not m's own tensors: autograder/stated/ch04_multi_head.py
 
 
 # ---- count_parameters -------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def count_without_bias(student, ref, rng):
         expect_count(student, dim, heads, False)
 
 
-stated_checks("count_parameters")  # from the formula, at a size no module can have: autograder/stated.py
+stated_checks("count_parameters")  # from the formula, at a size no module can have: autograder/stated/ch04_multi_head.py
 
 
 # ---- bert_padding_mask ------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def from_bert_float64(student, ref, rng):
     expect_as_bert(student, ref, state, heads, x, None, plain(expected), "a random float64 state of size 8")
 
 
-stated_checks("mha_from_bert")  # a copy, not the model's own tensors: autograder/stated.py
+stated_checks("mha_from_bert")  # a copy, not the model's own tensors: autograder/stated/ch04_multi_head.py
 
 
 @functools.cache

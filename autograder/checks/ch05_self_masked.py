@@ -60,7 +60,7 @@ def adjacency_cases(rng):
 equals("graph_mask", "edges kept as given (directed too), self-loops added; bool, int and float adjacency (weights "
        "of either sign: nonzero is an edge), batch dimensions", "graph_mask", adjacency_cases)
 
-stated_checks("graph_mask")  # the caller's adjacency left as it was: autograder/stated.py
+stated_checks("graph_mask")  # the caller's adjacency left as it was: autograder/stated/ch05_self_masked.py
 
 
 # ---- CausalSelfAttention ----------------------------------------------------------------------
@@ -142,7 +142,7 @@ def layer_cache(student, ref, rng):
                     **FLOAT32)
 
 
-stated_checks("CausalSelfAttention")  # gradients reach every parameter: autograder/stated.py
+stated_checks("CausalSelfAttention")  # gradients reach every parameter: autograder/stated/ch05_self_masked.py
 
 
 # ---- TinyLM -----------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def lm_cache(student, ref, rng):
                     f"{span(start, stop)}, against feeding them whole (positions {span(start, stop)})", **FLOAT32)
 
 
-stated_checks("TinyLM")  # gradients reach every parameter: autograder/stated.py
+stated_checks("TinyLM")  # gradients reach every parameter: autograder/stated/ch05_self_masked.py
 
 
 # ---- train_lm ---------------------------------------------------------------------------------
@@ -304,7 +304,7 @@ def sampled(student, ref, rng):
     generated(student, ref, rng, 2, 4, use_cache=True, seed=0)  # 0 is a seed: `if seed:` would decode greedily
 
 
-stated_checks("generate")  # under torch.no_grad(): autograder/stated.py
+stated_checks("generate")  # under torch.no_grad(): autograder/stated/ch05_self_masked.py
 
 
 

@@ -296,7 +296,7 @@ def learned_reaches(student, ref, rng):
                 f"with held-out MSE {achieved:.4g}; the LOO-selected h = {best_h:.4g} gives {target:.4g}")
 
 
-stated_checks("LearnedKernelRegression")  # trainable: a gradient reaches log_bandwidth (autograder/stated.py)
+stated_checks("LearnedKernelRegression")  # trainable: a gradient reaches log_bandwidth (autograder/stated/ch06_nadaraya_watson.py)
 
 
 # ---- every exercise on another device -----------------------------------------------------------

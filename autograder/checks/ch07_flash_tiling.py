@@ -47,7 +47,7 @@ equals("online_softmax", "a row whose every score is far below 0 (about -1000): 
 equals("online_softmax", "x with one axis is one row: (N,) gives (N,)", "online_softmax",
        lambda rng: [call(rows(rng, (13,)), 4), call(np.array([2.0, -np.inf, 0.5]), 2)], rtol=1e-12, atol=1e-15)
 
-stated_checks("online_softmax")  # the caller's x left as it was: autograder/stated.py
+stated_checks("online_softmax")  # the caller's x left as it was: autograder/stated/ch07_flash_tiling.py
 
 
 # ---- tiled_attention --------------------------------------------------------------------------
@@ -96,7 +96,7 @@ equals("tiled_attention", "causal with Nq > Nk: a query that sees no key gets ze
        lambda rng: [call(*qkv(rng, 30, 12), block_q=8, block_k=8, causal=True),
                     call(*qkv(rng, 9, 4), block_q=4, block_k=2, causal=True)], **PAIR, **EXACT64)
 
-stated_checks("tiled_attention")  # causal blocks skipped, dtypes kept, the memory rule: autograder/stated.py
+stated_checks("tiled_attention")  # causal blocks skipped, dtypes kept, the memory rule: autograder/stated/ch07_flash_tiling.py
 
 
 # ---- hbm_traffic ------------------------------------------------------------------------------

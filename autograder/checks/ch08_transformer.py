@@ -26,7 +26,7 @@ equals("sinusoidal_positions", "float32 (n, dim): sin at even features, cos at o
 equals("sinusoidal_positions", "another base", "sinusoidal_positions",
        lambda rng: [call(6, 8, base=100.0), call(4, 4, base=2.0)], atol=1e-5)
 
-stated_checks("sinusoidal_positions")  # 4,096 positions, angles in float64: autograder/stated.py
+stated_checks("sinusoidal_positions")  # 4,096 positions, angles in float64: autograder/stated/ch08_transformer.py
 
 
 # ---- apply_rope -------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def rope_cases(rng):
 equals("apply_rope", "the halves convention (feature i with i + d_h/2), angle position * base^(-2i/d_h): heads "
        "(B, H, N, d_h), no batch, positions (B, 1, N), float64 kept, another base", "apply_rope", rope_cases, **FLOAT32)
 
-stated_checks("apply_rope")  # the caller's x left as it was, scores relative, long contexts: autograder/stated.py
+stated_checks("apply_rope")  # the caller's x left as it was, scores relative, long contexts: autograder/stated/ch08_transformer.py
 
 
 # ---- alibi_bias -------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def gqa_options(student, ref, rng):
     same(student, ref, pair, tensor(rng, (2, 4, 12), torch.float64))
 
 
-stated_checks("GroupedQueryAttention")  # parameters, a cache fed in pieces, true gradients: autograder/stated.py
+stated_checks("GroupedQueryAttention")  # parameters, a cache fed in pieces, true gradients: autograder/stated/ch08_transformer.py
 
 
 def span(start, stop):
@@ -136,7 +136,7 @@ def block_outputs(student, ref, rng):
     same(student, ref, pair, tensor(rng, (2, 4, 16), torch.float64))
 
 
-stated_checks("DecoderBlock")  # parameters, a cache fed in pieces, RMSNorm as built, true gradients: autograder/stated.py
+stated_checks("DecoderBlock")  # parameters, a cache fed in pieces, RMSNorm as built, true gradients: autograder/stated/ch08_transformer.py
 
 
 # ---- block_from_llama -------------------------------------------------------------------------

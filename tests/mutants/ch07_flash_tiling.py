@@ -300,7 +300,7 @@ WRONG["online_softmax"]["shifts_its_input_in_place"] = _online(final="np.where(t
 WRONG["tiled_attention"]["scales_q_in_place"] = _TILED.replace(
     "q_i = q[..., i:i + block_q, :] * q.shape[-1] ** -0.5", "q_i = q[..., i:i + block_q, :]\n        q_i *= q.shape[-1] ** -0.5")
 
-# Issue 28 §3: the memory rule's inputs drawn from a seed the student can read (autograder/stated.py
+# Issue 28 §3: the memory rule's inputs drawn from a seed the student can read (autograder/stated/ch07_flash_tiling.py
 # ships in the students' copy), its first call not measured. Right and tiled on every input under
 # N = 8192; there, the whole matrix, but on its first call (the unmeasured warm-up) it computes the
 # answers of the measured calls that the published seed gives, and serves those from a cache: it must

@@ -1,0 +1,144 @@
+"""Chapter 7's stated rules: tiled_attention's skips, dtypes and memory; the caller's arrays."""
+import math
+
+import numpy as np
+
+from .register import CheckFailure, stated
+from .calling import describe, _tensor, _close, _expect_unchanged
+
+
+# ---- chapter 7: tiled_attention ---------------------------------------------------------------
+
+def exact_attention(q, k, v, causal=False, rows=1024):
+    """(out, lse) of softmax(q kᵀ / √d) v in float64, `rows` queries at a time (N = 8192 fits)."""
+    import torch
+    q, k, v = q.double(), k.double(), v.double()
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    outs, lses = [], []
+    for start in range(0, n_q, rows):
+        scores = q[..., start:start + rows, :] @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            seen = torch.arange(n_k) <= torch.arange(start, start + scores.shape[-2])[:, None] + n_k - n_q
+            scores = scores.masked_fill(~seen, -math.inf)
+        lse = torch.logsumexp(scores, dim=-1)
+        weights = torch.where(torch.isneginf(lse)[..., None], 0.0, torch.exp(scores - lse[..., None]))
+        outs.append(weights @ v)
+        lses.append(lse)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-1)
+
+
+def expect_attention(got, q, k, v, what, causal=False, rows=None, rtol=1e-10, atol=1e-12, dtype=None):
+    """`got` is the pair (out, lse) of exact attention, in `dtype` (the inputs' by default); only
+    the queries `rows` (a slice) when given."""
+    import torch
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise CheckFailure(f"{what} should return a pair (out, lse), got {describe(got)}")
+    expected = exact_attention(q, k, v, causal)
+    dtype = dtype or q.dtype
+    for name, g, e in zip(("out", "lse"), got, expected):
+        g = torch.as_tensor(np.asarray(g))
+        if g.dtype != dtype:
+            raise CheckFailure(f"{what}: {name} should keep the inputs' dtype {str(dtype)[6:]}, got {str(g.dtype)[6:]}")
+        if rows is not None:
+            g, e = g[..., rows, :] if name == "out" else g[..., rows], e[..., rows, :] if name == "out" else e[..., rows]
+        if g.shape != e.shape:
+            raise CheckFailure(f"{what}: {name} should have shape {tuple(e.shape)}, got {tuple(g.shape)}")
+        g64 = g.double()
+        bad = ~(torch.isclose(g64, e, rtol=rtol, atol=atol) | (torch.isneginf(g64) & torch.isneginf(e)))
+        if bad.any():
+            index = tuple(int(i) for i in torch.nonzero(bad)[0])
+            nan = int(torch.isnan(g64).sum())
+            raise CheckFailure(f"{what}: {name}{list(index)} is {g64[index].item():.10g}, expected {e[index].item():.10g}"
+                               f" ({int(bad.sum())} of {bad.numel()} entries differ"
+                               + (f", {nan} of them NaN" if nan else "") + f"; tolerance rtol={rtol:g}, atol={atol:g})")
+
+
+@stated("07-flash-tiling", "tiled_attention", "causal: the key blocks after a query block's last visible key are "
+        "skipped, not masked (NaN in keys and values a query block never sees leaves its output clean)")
+def tiled_skips(student, rng):
+    import torch
+    q, k, v = (_tensor(rng, (1, 48, 8), torch.float64) for _ in range(3))
+    k_nan, v_nan = k.clone(), v.clone()
+    k_nan[..., 16:, :], v_nan[..., 16:, :] = math.nan, math.nan  # never seen by queries 0 ... 15
+    got = student.call("tiled_attention", q, k_nan, v_nan, block_q=16, block_k=16, causal=True)
+    expect_attention(got, q, k, v, "tiled_attention(q, k, v of shape (1, 48, 8), block_q=16, block_k=16, causal=True), "
+                     "with NaN in keys and values 16 to 47, which queries 0 to 15 never see: rows 0 to 15 (a NaN "
+                     "there means the blocks after the query block's last visible key were computed and masked, not "
+                     "skipped)", causal=True, rows=slice(0, 16))
+
+
+@stated("07-flash-tiling", "tiled_attention", "out and lse keep the input dtype: float32 and float16, causal or not")
+def tiled_dtypes(student, rng):
+    import torch
+    for dtype, tolerance in ((torch.float32, (1e-4, 1e-5)), (torch.float16, (1e-2, 1e-2))):
+        for causal in (False, True):
+            q, k, v = (_tensor(rng, (2, n, 8), dtype) for n in (40, 33, 33))
+            got = student.call("tiled_attention", q, k, v, block_q=16, block_k=16, causal=causal)
+            expect_attention(got, q, k, v, f"tiled_attention(q, k, v of shapes (2, 40, 8), (2, 33, 8), (2, 33, 8), "
+                             f"{str(dtype)[6:]}, block_q=16, block_k=16, causal={causal})", causal=causal,
+                             rtol=tolerance[0], atol=tolerance[1])
+
+
+MEMORY_N, MEMORY_D, MEMORY_BLOCK = 8192, 16, 256
+MEMORY_TRIES = 3
+
+
+@stated("07-flash-tiling", "tiled_attention", "holds one block_q x block_k tile of scores at a time (N = 8192: under "
+        "6 MB)", weight=2)
+def tiled_memory(student, rng):
+    label = (f"tiled_attention(q, k, v of shape (1, {MEMORY_N}, {MEMORY_D}), float32, block_q={MEMORY_BLOCK}, "
+             f"block_k={MEMORY_BLOCK})")
+    output = MEMORY_N * MEMORY_D * 4 + MEMORY_N * 4
+    tile = MEMORY_BLOCK * MEMORY_BLOCK * 4
+    allowed = 4 * output + 16 * tile  # the result, its copies on the way back, and a few tiles' work
+    # A first call, not measured, pays for torch's one-time set-up (the same whatever N: two blocks
+    # of queries and keys are enough, and cost a thousandth of N = 8192). Its inputs come from a
+    # generator of their own, unrelated to the run's seed, and each measured call's from a generator
+    # spawned from the run's seed (`rng`): no call's inputs tell anything of a measured call's, so no
+    # call can compute a measured call's answer in advance and serve it from a cache.
+    warm_up = [_tensor(np.random.default_rng(i), (1, 2 * MEMORY_BLOCK, MEMORY_D)) for i in range(3)]
+    student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
+    # Up to three measurements, the lowest kept: a collection of earlier garbage during a call, seen
+    # by the watcher on a busy machine, reads as a rise of a few MB; a whole matrix is there every time.
+    rises, tries = [], rng.spawn(MEMORY_TRIES)
+    while len(rises) < MEMORY_TRIES and (not rises or min(rises) > allowed):
+        q, k, v = (_tensor(tries[len(rises)], (1, MEMORY_N, MEMORY_D)) for _ in range(3))
+        got, raised = student.measured_call("tiled_attention", q, k, v, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK,
+                                            _time_limit=60, _label=label)
+        expect_attention(got, q, k, v, label, rtol=1e-4, atol=1e-5)
+        rises.append(raised)
+    if min(rises) > allowed:
+        raise CheckFailure(
+            f"{label} raised the memory your notebook's processes hold by {min(rises) / 2**20:.1f} MB (the lowest of "
+            f"{len(rises)} calls); allowed {allowed / 2**20:.1f} MB (the output and its copies, and 16 tiles of "
+            f"{tile / 2**20:.2f} MB). The full matrix of scores is {MEMORY_N ** 2 * 4 / 2**20:.0f} MB and one query "
+            f"block against all keys {MEMORY_BLOCK * MEMORY_N * 4 / 2**20:.0f} MB: loop over key blocks inside each "
+            "query block")
+
+
+# ---- chapter 7: the caller's arrays -----------------------------------------------------------
+
+@stated("07-flash-tiling", "online_softmax", "the caller's x is left as it was (float64 and float32)")
+def online_leaves_x(student, rng):
+    for dtype in (np.float64, np.float32):
+        x = rng.normal(0, 3, (3, 10)).astype(dtype)
+        what = f"online_softmax(x {describe(x)}, 4)"
+        got = _expect_unchanged(student, "online_softmax", (x,), ("x",), what, block_size=4)
+        weights = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+        expected = weights / weights.sum(axis=-1, keepdims=True)  # softmax along the last axis, as the text defines it
+        if not (isinstance(got, np.ndarray) and got.shape == x.shape and got.dtype.kind == "f"
+                and _close(got, expected, 1e-5, 1e-7)):
+            raise CheckFailure(f"{what} returned {describe(got)}, not the softmax of x along its last axis (tolerance "
+                               "rtol=1e-5, atol=1e-7): whether it leaves x as it was is judged on a right result")
+
+
+@stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were (causal)")
+def tiled_leaves_inputs(student, rng):
+    import torch
+    q, k, v = (_tensor(rng, (2, n, 8), torch.float64) for n in (12, 20, 20))
+    what = ("tiled_attention(q, k, v of shapes (2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, "
+            "causal=True)")
+    got = _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), what,
+                            block_q=8, block_k=8, causal=True)
+    expect_attention(got, q, k, v, what + " (whether it leaves q, k and v as they were is judged on a right result)",
+                     causal=True)

@@ -1,0 +1,320 @@
+"""Chapter 8's stated rules: RoPE, GQA, RMSNorm and the block, on the student's own modules."""
+import math
+
+import numpy as np
+
+from .register import CheckFailure, stated
+from .calling import describe, _tensor, _close, _expect_unchanged, _backward_gradients
+
+
+# ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
+
+@stated("08-transformer", "apply_rope", "returns a new tensor: the caller's x is left as it was (heads, float32 and "
+        "float64)", weight=0.5)
+def rope_leaves_x(student, rng):
+    import torch
+    for dtype in (torch.float32, torch.float64):
+        x = _tensor(rng, (2, 3, 5, 8), dtype)
+        what = f"apply_rope(x {describe(x)}, positions {describe(torch.arange(5))})"
+        got = _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), what,
+                                hint="return a new tensor (torch.cat of the rotated halves), not x with its halves "
+                                "written over (x[..., :half] = ...)")
+        _expect_formula(got, _rope(x, torch.arange(5)), what + " (whether it leaves x as it was is judged on a right "
+                        "result)", 1e-4, 1e-5, "rotate feature i with feature i + d_h/2 by the angle position * "
+                        "base^(-2i/d_h)", dtype=dtype)
+
+
+GRADIENT_STEP = 1e-6  # central differences in float64: error about 1e-12 against the gradient's 1e-6 tolerance
+
+
+def _expect_true_gradients(student, rng, class_name, init, x):
+    """`class_name(*init).double()`, holding parameters drawn here: the gradient backward gives for
+    (r * output).sum(), parameter by parameter, equals the derivative of the module's own forward
+    along a random direction (central differences). No reference is needed: a detached path, a
+    parameter under torch.no_grad(), or a buffer where a parameter is stated, shows."""
+    import torch
+    label = f"{class_name}{init}.double()"
+    made = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
+    module = student.call(made, method="double", keep=True, _label=label)
+    state = {name: _tensor(rng, tuple(np.shape(value)), torch.float64, scale=0.5)
+             for name, value in student.call(module, method="state_dict").items()}
+    names = list(state)
+    student.call(module, state, method="load_state_dict")
+    r = _tensor(rng, tuple(x.shape), torch.float64)
+    what = f"{label} with parameters the grader loaded into it, on x {describe(x)}: (r * output).sum().backward()"
+    out = student.call(module, x, keep=True, _label=label)
+    loss = student.call(student.call(out, r, method="mul", keep=True, _label=f"{label}(x) * r"), method="sum",
+                        keep=True, _label=f"({label}(x) * r).sum()")
+    grads = _backward_gradients(student, module, loss, names, label, what)
+    for name in names:
+        direction = _tensor(rng, tuple(state[name].shape), torch.float64)
+        values = []
+        for sign in (1, -1):
+            student.call(module, {**state, name: state[name] + sign * GRADIENT_STEP * direction}, method="load_state_dict")
+            values.append(float((torch.as_tensor(np.asarray(student.call(module, x, _label=label))) * r).sum()))
+        student.call(module, state, method="load_state_dict")
+        numeric = (values[0] - values[1]) / (2 * GRADIENT_STEP)
+        analytic = float((torch.as_tensor(np.asarray(grads[name])) * direction).sum())
+        if not math.isclose(analytic, numeric, rel_tol=1e-5, abs_tol=1e-7):
+            raise CheckFailure(f"{what}: the gradient of {name} is not the derivative of your forward (along a random "
+                               f"direction: {analytic:.8g} by backward, {numeric:.8g} by moving {name} a little). A "
+                               ".detach() or torch.no_grad() cuts a path on the way from it to the output")
+
+
+@stated("08-transformer", "GroupedQueryAttention", "trainable: backward gives every parameter the gradient of forward "
+        "(no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
+def gqa_gradients(student, rng):
+    import torch
+    _expect_true_gradients(student, rng, "GroupedQueryAttention", (8, 4, 2), _tensor(rng, (2, 4, 8), torch.float64))
+
+
+@stated("08-transformer", "DecoderBlock", "trainable: backward gives every parameter of the block, the norms' weights "
+        "included, the gradient of forward (no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
+def block_gradients(student, rng):
+    import torch
+    _expect_true_gradients(student, rng, "DecoderBlock", (8, 2, 1, 12), _tensor(rng, (2, 3, 8), torch.float64))
+
+
+@stated("08-transformer", "DecoderBlock", "RMSNorm(dim) as built: weight initialised to ones, eps 1e-6 by default "
+        "(inputs of about 1e-3, where eps counts)", weight=0.5)
+def rms_norm_as_built(student, rng):
+    import torch
+    for dtype in (torch.float32, torch.float64):
+        x = _tensor(rng, (3, 6), dtype, scale=1e-3)
+        got = student.call("RMSNorm", 6, keep=True, _label="RMSNorm(6)")
+        got = torch.as_tensor(np.asarray(student.call(got, x, _label="RMSNorm(6)")))
+        expected = x.double() / torch.sqrt(x.double().pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+        if got.dtype != dtype or not _close(got, expected, 1e-5 if dtype == torch.float32 else 1e-9, 0.0):
+            raise CheckFailure(f"RMSNorm(6), as built, on x {describe(x)}: got {describe(got)}"
+                               + (f" ({got.flatten()[:3].tolist()} ...)" if got.shape == x.shape else "")
+                               + f", expected x / sqrt(mean(x^2) + 1e-6) ({expected.flatten()[:3].tolist()} ...), "
+                               f"{str(dtype)[6:]}: weight starts at ones (torch.ones(dim)), eps defaults to 1e-6")
+
+
+# ---- chapter 8: the rules of the text, on the student's own modules -------------------------------
+
+@stated("08-transformer", "apply_rope", "relative: the scores of rotated queries and keys are unchanged when every "
+        "position shifts by the same amount", weight=0.5)
+def rope_relative(student, rng):
+    import torch
+    n, d_h = 6, 8
+    q, k = _tensor(rng, (n, d_h), torch.float64), _tensor(rng, (n, d_h), torch.float64)
+    scores = []
+    for shift in (0, 13):
+        positions = torch.arange(n) + shift
+        rotated_q, rotated_k = (torch.as_tensor(np.asarray(student.call("apply_rope", x, positions))) for x in (q, k))
+        for x, rotated in ((q, rotated_q), (k, rotated_k)):  # each a rotation, as the text defines it
+            _expect_formula(rotated, _rope(x, positions), f"apply_rope(x {describe(x)}, positions "
+                            f"{describe(positions)})", 1e-5, 1e-6, "whether the scores are relative is judged on "
+                            "right rotations: feature i with feature i + d_h/2, by position * base^(-2i/d_h)",
+                            dtype=torch.float64)
+        scores.append(rotated_q @ rotated_k.T)
+    if not torch.allclose(scores[0], scores[1], atol=1e-9):
+        raise CheckFailure("apply_rope: q_m . k_n changes when both positions m and n are shifted by 13 (largest change "
+                           f"{(scores[0] - scores[1]).abs().max():.2e}): rotate each pair by position * theta_i, the "
+                           "same angle for the query and the key at one position")
+
+
+def _expect_state(student, class_name, init, expected):
+    """`class_name(*init)` holds exactly the tensors `expected` ({name: shape}), as the text lists them."""
+    handle = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
+    state = student.call(handle, method="state_dict", _label=f"{class_name}{init}")
+    found = {n: tuple(np.shape(v)) for n, v in state.items()} if isinstance(state, dict) else state
+    if found != expected:
+        raise CheckFailure(f"{class_name}{init} should have the parameters {expected} (name: shape), found {found}")
+
+
+def _attention_shapes(dim, heads, kv_heads, prefix=""):
+    d_h = dim // heads
+    return {f"{prefix}q_proj.weight": (heads * d_h, dim), f"{prefix}k_proj.weight": (kv_heads * d_h, dim),
+            f"{prefix}v_proj.weight": (kv_heads * d_h, dim), f"{prefix}o_proj.weight": (dim, heads * d_h)}
+
+
+@stated("08-transformer", "GroupedQueryAttention", "q_proj (D, H*d_h), k_proj and v_proj (D, G*d_h), o_proj: no "
+        "biases, no other parameter", weight=0.5)
+def gqa_parameters(student, rng):
+    for dim, heads, kv_heads in ((16, 4, 2), (12, 3, 1)):
+        _expect_state(student, "GroupedQueryAttention", (dim, heads, kv_heads), _attention_shapes(dim, heads, kv_heads))
+
+
+@stated("08-transformer", "DecoderBlock", "attn_norm, attention, mlp_norm, gate_proj, up_proj, down_proj, and no "
+        "other parameter", weight=0.5)
+def block_parameters(student, rng):
+    for dim, heads, kv_heads, hidden in ((16, 4, 2, 24), (12, 3, 1, 20)):
+        _expect_state(student, "DecoderBlock", (dim, heads, kv_heads, hidden),
+                      {"attn_norm.weight": (dim,), **_attention_shapes(dim, heads, kv_heads, "attention."),
+                       "mlp_norm.weight": (dim,), "gate_proj.weight": (hidden, dim), "up_proj.weight": (hidden, dim),
+                       "down_proj.weight": (dim, hidden)})
+
+
+def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint, whole):
+    """`class_name(*init)`, holding parameters drawn here, fed x in `pieces` through one KVCache, gives
+    what the same module gives for x fed whole: the rule of the text, on the student's own module.
+    Judged on a module whose output on x fed whole is right, `whole(module, state, x, label)` as the
+    text's formula gives it: a module that returns x, or zeros, gives the same in pieces too."""
+    import torch
+    label = f"{class_name}{init} with parameters the grader loaded into it"
+    module = student.call(class_name, *init, keep=True, _label=label)
+    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(module, method="state_dict").items()}
+    student.call(module, state, method="load_state_dict")
+    expected = student.call(module, x, _label=label)
+    right = whole(module, state, x, label)
+    expected = torch.as_tensor(np.asarray(expected)) if isinstance(expected, (np.ndarray, torch.Tensor)) else expected
+    if not (isinstance(expected, torch.Tensor) and _close(expected, right, 1e-4, 1e-5)):
+        shown = (f"largest difference {(expected - right).abs().max():.3g}" if isinstance(expected, torch.Tensor)
+                 and expected.shape == right.shape else f"{describe(expected)}, expected shape {tuple(right.shape)}")
+        raise CheckFailure(f"{label}, on x {describe(x)} fed whole without a cache: not the text's formula, computed "
+                           f"here from the module's parameters ({shown}; tolerance rtol=1e-4, atol=1e-5); feeding x in "
+                           "pieces through a KVCache is judged on a module whose whole output is right")
+    cache = student.call("KVCache", keep=True, _label="KVCache()")
+    for start, stop in pieces:
+        got = student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
+        got = torch.as_tensor(np.asarray(got))
+        want = expected[:, start:stop]
+        if not _close(got, want, 1e-4, 1e-5):
+            shown = (f"largest difference {(got - want).abs().max():.3g}" if got.shape == want.shape
+                     else f"shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+            outputs = f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
+            raise CheckFailure(f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {outputs} differ "
+                               f"from your module's on x fed whole ({shown}; tolerance rtol=1e-4, atol=1e-5): {hint}")
+
+
+@stated("08-transformer", "GroupedQueryAttention", "with a KVCache: a sequence fed in pieces (3 tokens, then 1, then 2) "
+        "gives the outputs of the whole sequence fed without a cache (keys rotated before they are cached, positions "
+        "continue after the cached tokens)", weight=1.5)
+def gqa_cache(student, rng):
+    _fed_in_pieces(student, rng, "GroupedQueryAttention", (16, 4, 2), _tensor(rng, (2, 6, 16)), ((0, 3), (3, 4), (4, 6)),
+                   "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, then "
+                   "append them", lambda module, state, x, label: _gqa_formula(state, x, 4, 2, label))
+
+
+def _gqa_formula(state, x, heads, kv_heads, label):
+    """GroupedQueryAttention as the text defines it, in float64, from its parameters: causal (bottom-
+    right), RoPE (base 10000) at positions 0 ... N - 1 on the queries and keys, query head h with
+    key/value head h // (H / G), o_proj of the merged heads."""
+    import torch
+    import torch.nn.functional as F
+    needed = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
+    if any(name not in state for name in needed):
+        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in needed if n not in state)}")
+    *batch, n, dim = x.shape
+    d_h = dim // heads
+    split = lambda t, h: t.reshape(*batch, n, h, d_h).transpose(-3, -2)  # noqa: E731
+    project = lambda name, h: split(F.linear(x.double(), state[name].double()), h)  # noqa: E731
+    positions = torch.arange(n)
+    q, k = _rope(project("q_proj.weight", heads), positions), _rope(project("k_proj.weight", kv_heads), positions)
+    v = project("v_proj.weight", kv_heads)
+    k, v = (t.repeat_interleave(heads // kv_heads, dim=-3) for t in (k, v))
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_h)).masked_fill(~causal, -math.inf)
+    out = (torch.softmax(scores, dim=-1) @ v).transpose(-3, -2).reshape(*batch, n, heads * d_h)
+    return F.linear(out, state["o_proj.weight"].double())
+
+
+@stated("08-transformer", "DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence fed "
+        "without a cache", weight=0.5)
+def block_cache(student, rng):
+    _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)),
+                   "pass the cache to the attention", lambda module, state, x, label: _block_formula(
+                       student, module, state, x, label))
+
+
+# ---- chapter 8: angles in float64, as the texts say -------------------------------------------------
+
+def _rope(x, positions, base=10000.0):
+    """RoPE as the text defines it, in float64: feature i rotated with feature i + d_h/2 by the angle
+    position * base^(-2i/d_h)."""
+    import torch
+    half = x.shape[-1] // 2
+    angle = positions.double()[..., None] * base ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    x1, x2 = x[..., :half].double(), x[..., half:].double()
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], dim=-1)
+
+
+def _expect_formula(got, expected, what, rtol, atol, hint, dtype=None):
+    """`got` is `expected` (float64, from the text's formula) in `dtype` (float32 unless given)."""
+    import torch
+    dtype = dtype or torch.float32
+    got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailure(f"{what}: expected a {str(dtype)[6:]} tensor of shape {tuple(expected.shape)}, got "
+                           f"{describe(got)}")
+    if got.dtype != dtype or got.shape != expected.shape:
+        raise CheckFailure(f"{what}: expected {str(dtype)[6:]} {tuple(expected.shape)}, got {got.dtype} "
+                           f"{tuple(got.shape)}")
+    if not _close(got, expected, rtol, atol):
+        bad = ~torch.isclose(got.double(), expected, rtol=rtol, atol=atol)
+        index = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise CheckFailure(f"{what}: value at index {list(index)} is {got[index].item():.9g}, expected "
+                           f"{expected[index].item():.9g} ({int(bad.sum())} of {bad.numel()} entries differ; tolerance "
+                           f"rtol={rtol:g}, atol={atol:g}): {hint}")
+
+
+@stated("08-transformer", "sinusoidal_positions", "a long sequence, 4,096 positions: angles computed in float64 (in "
+        "float32, position * frequency is off by 1e-4 there)", weight=0.5)
+def sinusoidal_long(student, rng):
+    import torch
+    n, dim = 4096, 8
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    expected = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    _expect_formula(student.call("sinusoidal_positions", n, dim), expected, f"sinusoidal_positions({n}, {dim})", 1e-5,
+                    1e-5, "compute position * base^(-2i/dim) in float64 (torch.arange(n, dtype=torch.float64)), and "
+                    "convert to float32 only at the end")
+
+
+@stated("08-transformer", "apply_rope", "float32 x at positions up to 100,000 (a long context): angles computed in "
+        "float64, then cos and sin converted", weight=0.5)
+def rope_long(student, rng):
+    import torch
+    x, positions = _tensor(rng, (2, 6, 16)), torch.from_numpy(rng.integers(0, 100_000, size=6))
+    _expect_formula(student.call("apply_rope", x, positions), _rope(x, positions),
+                    f"apply_rope(x {describe(x)}, positions {describe(positions)})", 1e-4, 1e-5, "compute the angles "
+                    "position * theta_i in float64, then convert cos and sin to x's dtype (in float32, the angles are "
+                    "off by 1e-4 at these positions)")
+
+
+BLOCK_NAMES = ("attn_norm.weight", "mlp_norm.weight", "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def _expect_block_names(state, label):
+    if any(name not in state for name in BLOCK_NAMES):
+        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in BLOCK_NAMES if n not in state)}")
+
+
+def _block_formula(student, block, state, x, label):
+    """The block's output on x as the text defines it, from the block's own parameters (`state`) and its
+    own attention, which the student's process runs: x + attention(attn_norm(x)), then that plus
+    down(SiLU(gate(h)) * up(h)) with h its mlp_norm."""
+    import torch
+    import torch.nn.functional as F
+    _expect_block_names(state, label)
+    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    attention = student.call(block, "attention", method="get_submodule", keep=True, _label=f"{label}.attention")
+    normed = norm(x, state["attn_norm.weight"])
+    middle = x + torch.as_tensor(np.asarray(student.call(attention, normed, _label=f"{label}.attention")))
+    h = norm(middle, state["mlp_norm.weight"])
+    return middle + F.linear(F.silu(F.linear(h, state["gate_proj.weight"])) * F.linear(h, state["up_proj.weight"]),
+                             state["down_proj.weight"])
+
+
+@stated("08-transformer", "DecoderBlock", "the formula of the text, on the block's own parameters and attention: "
+        "x + attention(attn_norm(x)), then that plus down(SiLU(gate(h)) * up(h)) with h its mlp_norm", weight=0.5)
+def block_formula(student, rng):
+    import torch
+    dim, heads, kv_heads, hidden = 8, 2, 1, 12
+    label = f"DecoderBlock{(dim, heads, kv_heads, hidden)} with parameters the grader loaded into it"
+    block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
+    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(block, method="state_dict").items()}
+    student.call(block, state, method="load_state_dict")
+    _expect_block_names(state, label)
+    x = _tensor(rng, (2, 4, dim))
+    expected = _block_formula(student, block, state, x, label)
+    got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
+    if not _close(got, expected, 1e-4, 1e-5):
+        shown = (f"largest difference {(got - expected).abs().max():.3g}" if got.shape == expected.shape
+                 else f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+        raise CheckFailure(f"{label}, on x {describe(x)}: not x + attention(attn_norm(x)), then that plus "
+                           f"down(SiLU(gate(h)) * up(h)) with h its mlp_norm, computed here from the block's own "
+                           f"parameters and attention ({shown}; tolerance rtol=1e-4, atol=1e-5): look at the residuals "
+                           "(pre-norm: the norm's output goes into the sub-layer, its input is added to the result), "
+                           "and SiLU on the gate branch only")

@@ -1,0 +1,84 @@
+"""The run's seed, each rule's generator, and the register of the rules the texts state."""
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class CheckFailure(AssertionError):
+    """The student's code gave a wrong answer; the message says on which input and how."""
+
+
+SEED_VARIABLE = "AUTOGRADER_SEED"
+_seed = None  # this process's run seed; None: drawn at its first use
+
+
+def fresh_seed():
+    """A new run seed: 63 bits from the operating system, which nobody can compute in advance."""
+    import secrets
+    return secrets.randbits(63)
+
+
+def parse_seed(text):
+    """A seed as a user writes it (decimal); ValueError, saying what is expected, for anything else."""
+    try:
+        seed = int(str(text).strip())
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed {text!r}: expected a whole number from 0 to {2**63 - 1}")
+    return seed
+
+
+def set_seed(seed):
+    """Seed this process's stated rules: `grade` sets its run's seed (kept in its journal) in each
+    grading process; None draws a fresh one at the next use."""
+    global _seed
+    _seed = None if seed is None else parse_seed(seed)
+
+
+def run_seed():
+    """The seed of this run's stated rules: the one `set_seed` set, else $AUTOGRADER_SEED (to
+    reproduce a run of nbgrader or `check`), else a fresh one, drawn once per process."""
+    global _seed
+    if _seed is None:
+        import os
+        given = os.environ.get(SEED_VARIABLE, "").strip()
+        _seed = parse_seed(given) if given else fresh_seed()
+    return _seed
+
+
+def rng_for(name, secret=False):
+    """The generator of one check, seeded by its name. A hidden check's (`secret=False`) gives the
+    same inputs on every run, in every grader: nobody who is graded can read it. A stated rule's
+    (`secret=True`) is seeded by the run's seed too (`run_seed`): its code ships to the students,
+    and inputs drawn from a seed they can read could be computed, and answered, in advance."""
+    key = zlib.crc32(name.encode())
+    return np.random.default_rng([key, run_seed()] if secret else key)
+
+
+@dataclass(frozen=True)
+class Property:
+    assignment: str
+    exercise: str
+    name: str          # the rule, as the feedback and `check` show it
+    weight: float      # in `grade`, its share of the exercise's points, as a check's
+    function: callable  # function(student, rng), student a `Student`
+
+    def run(self, student):
+        return self.function(student, rng_for(f"{self.assignment}/{self.name}", secret=True))
+
+
+_PROPERTIES = []
+
+
+def stated(assignment, exercise, name, weight=1.0):
+    """Decorator: `function(student, rng)` checks a rule the text of `exercise` states."""
+    def register(function):
+        _PROPERTIES.append(Property(assignment, exercise, name, weight, function))
+        return function
+    return register
+
+
+def properties(assignment, exercise):
+    return [p for p in _PROPERTIES if p.assignment == assignment and p.exercise == exercise]

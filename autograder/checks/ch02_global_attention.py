@@ -310,7 +310,7 @@ def reference_model(ref, *init, seed=0):
         return ref.AttentionDocClassifier(*init)
 
 
-def train_student(student, ref, values, data):
+def train_student(student, ref, values, data, epochs=EPOCHS):
     """The student's train_classifier on the classifier (the reference's, as known-good) holding
     `values`; returns (history, trained state_dict). One torch thread, as in the sandbox: tiny
     models train fastest that way, and nbgrader's kernel then computes what the sandbox computes."""
@@ -321,7 +321,7 @@ def train_student(student, ref, values, data):
         handle = student.call("AttentionDocClassifier", *init, keep=True)
         state = match_by_shape(student.call(handle, method="state_dict"), values, f"AttentionDocClassifier{init}")
         student.call(handle, plain(state), method="load_state_dict")
-        history = student.call("train_classifier", handle, data, epochs=EPOCHS, lr=LR, seed=0, _time_limit=90)
+        history = student.call("train_classifier", handle, data, epochs=epochs, lr=LR, seed=0, _time_limit=90)
         return history, student.call(handle, method="state_dict")
     finally:
         torch.set_num_threads(threads)
@@ -398,15 +398,19 @@ def train_history(student, ref, rng):
 
 @check("train_classifier", "deterministic: the same seed trains the same model", weight=0.5)
 def train_deterministic(student, ref, rng):
-    _, state, values, data, accuracy, _ = trained(student, ref)
+    _, _, values, data, accuracy, _ = trained(student, ref)
     # judged on a training that works: a loop that leaves the model as it was repeats itself too
     expect_true(accuracy >= MIN_ACCURACY, f"{TRAINED}, the model classifies {accuracy:.1%} of {TEST_DOCS} test "
                 f"documents correctly, below {MIN_ACCURACY:.0%}: the same seed is checked to train the same model only "
                 "once the training works")
-    _, again = train_student(student, ref, values, data)
-    for name, value in state.items():
-        expect_close(again.get(name), value, f"training twice from the same start with seed=0: parameter {name}",
-                     rtol=1e-4, atol=1e-5)
+    # twice on a short run (a quarter of the documents, 2 epochs): the shuffles and any dropout
+    # draw from the seed from the first batch on, and two full trainings would cost a second each
+    short = {key: value[:TRAIN_DOCS // 4] for key, value in data.items()}
+    _, first = train_student(student, ref, values, short, epochs=2)
+    _, again = train_student(student, ref, values, short, epochs=2)
+    for name, value in first.items():
+        expect_close(again.get(name), value, f"training twice from the same start with seed=0 (on {TRAIN_DOCS // 4} of "
+                     f"the documents, epochs=2): parameter {name}", rtol=1e-4, atol=1e-5)
 
 
 # ---- every exercise on another device -----------------------------------------------------------

@@ -15,9 +15,10 @@ import math
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
+from .core import (CheckFailure, call, check, describe, equals, expect_close, expect_same, expect_true,
                    module_pair, plain, same, stated_checks, tensor)
 from .known_good import use_with_probe
+from ..stated.calling import _expect_parameters
 
 ASSIGNMENT = "05-self-masked"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 through several layers: the order of the additions shows
@@ -72,6 +73,16 @@ def layer_pair(student, ref, dim, heads, rng, double=False):
 def sizes(rng):
     heads = int(rng.integers(1, 4))
     return int(rng.integers(4, 8)), heads, heads * int(rng.integers(2, 5))
+
+
+def expect_parameters(student, ref, class_name, *init):
+    """The student's `class_name(*init)` holds the reference's parameters, by name and shape; a
+    buffer (a causal mask made once, register_buffer) is its own. Returns the student's object."""
+    with torch.random.fork_rng(devices=[]):
+        expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).named_parameters()}
+    handle = student.call(class_name, *init, keep=True)
+    _expect_parameters(student, handle, f"{class_name}{init}", expected)
+    return handle
 
 
 @check("CausalSelfAttention", "q_proj, k_proj, v_proj, out_proj: nn.Linear(D, D) with bias, and no other parameter",
@@ -228,7 +239,10 @@ def trains(student, ref, rng):
     student.call("train_lm", handle, train, STEPS, batch_size=BATCH, lr=LR, seed=1, _time_limit=60,
                  _label=f"train_lm(TinyLM{(vocab, *TRAIN_LM[1:])}, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1)")
     state = student.call(handle, method="state_dict")
-    module.load_state_dict({name: torch.as_tensor(np.asarray(value)) for name, value in state.items()})
+    names = list(module.state_dict())  # the student's buffers, if any, are not the reference's
+    lacking = [name for name in names if name not in state] if isinstance(state, dict) else names
+    expect_true(not lacking, f"after train_lm the model's state_dict lacks {', '.join(lacking)}")
+    module.load_state_dict({name: torch.as_tensor(np.asarray(state[name])) for name in names})
     loss = held_out_loss(module, held_out)
     expect_true(loss <= unigram - MARGIN,
                 f"after train_lm(model, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1) the model's loss on "
@@ -360,50 +374,9 @@ def cache_used(student, ref, rng):
 
 
 # ---- every exercise on another device -----------------------------------------------------------
-# causal_mask and sliding_window_mask take sizes only: their masks are made on the CPU, and the
-# code that uses them moves them (mask.to(x.device)). train_lm is not run on the meta device: it
-# reads each loss with .item(), which a device without data cannot answer.
-from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
+# The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
+# here, what the same calls must give on the CPU, against the reference.
+from .core import device_checks  # noqa: E402
 
-keeps_device("padding_mask", "padding_mask", lambda rng: [call(torch.tensor([3, 1, 5]), 5)])
-keeps_device("graph_mask", "graph_mask", lambda rng: adjacency_cases(rng)[:3])
-
-
-def cache_pair(student, ref):
-    return Pair(student.call("KVCache", keep=True), ref.KVCache(), "a KVCache")
-
-
-@check("CausalSelfAttention", DEVICE_CHECK + ", with a KVCache too", weight=0.5)
-def layer_device(student, ref, rng):
-    _, heads, dim = sizes(rng)
-    pair = layer_pair(student, ref, dim, heads, rng)
-    x = tensor(rng, (2, 5, dim))
-    same_device(student, ref, pair, x, values=FLOAT32)
-    cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :3], cache, values=False)
-    same_device(student, ref, pair, x[:, 3:], cache, values=False)
-    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
-    same(student, ref, pair, x[:, :3], cache, **FLOAT32)
-    same(student, ref, pair, x[:, 3:], cache, **FLOAT32)
-
-
-@check("TinyLM", DEVICE_CHECK + ", with caches too", weight=0.5)
-def lm_device(student, ref, rng):
-    pair = module_pair(student, ref, "TinyLM", *LM, rng=rng, scale=0.5)
-    x = tokens(rng, (2, 6))
-    same_device(student, ref, pair, x, values=FLOAT32)
-    held = [cache_pair(student, ref) for _ in range(LM[3])]
-    same_device(student, ref, pair, x[:, :4], held, values=False)
-    same_device(student, ref, pair, x[:, 4:], held, values=False)
-    held = [cache_pair(student, ref) for _ in range(LM[3])]  # the same calls on the CPU give the reference's logits
-    same(student, ref, pair, x[:, :4], held, **FLOAT32)
-    same(student, ref, pair, x[:, 4:], held, **FLOAT32)
-
-
-@check("generate", DEVICE_CHECK + " (greedy, with and without the cache)", weight=0.5)
-def generate_device(student, ref, rng):
-    pair = module_pair(student, ref, "TinyLM", *GEN_LM, rng=rng, scale=0.5)
-    prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(2, 3)))
-    for use_cache in (True, False):
-        same_device(student, ref, "generate", pair, prompt, 4, use_cache=use_cache,
-                    values=dict(names=("tokens", "logits"), **FLOAT32))
+device_checks(options={"CausalSelfAttention": FLOAT32, "TinyLM": FLOAT32,
+                       "generate": dict(names=("tokens", "logits"), **FLOAT32)})

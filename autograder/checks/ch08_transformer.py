@@ -10,9 +10,10 @@ import functools
 
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, module_pair,
+from .core import (CheckFailure, call, check, describe, equals, expect_same, module_pair,
                    padding_mask, plain, same, stated_checks, tensor)
 from .known_good import use_with_probe
+from ..stated.calling import _expect_parameters
 
 ASSIGNMENT = "08-transformer"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
@@ -111,7 +112,7 @@ equals("kv_cache_bytes", "an int: keys and values, every layer, for Llama-2-7B a
 @check("DecoderBlock", "RMSNorm(dim, eps): one parameter, weight; w * x / sqrt(mean(x^2) + eps), no mean subtracted, "
        "float64 kept", weight=1.5)
 def rms_norm(student, ref, rng):
-    expect_parameters(student, ref, "RMSNorm", 6)
+    _expect_parameters(student, student.call("RMSNorm", 6, keep=True), "RMSNorm(6)", {"weight": (6,)})
     pair = module_pair(student, ref, "RMSNorm", 6, rng=rng)
     same(student, ref, pair, tensor(rng, (2, 3, 6)) + 1.5, **FLOAT32)
     pair = module_pair(student, ref, "RMSNorm", 5, 0.1, rng=rng, double=True)
@@ -248,41 +249,8 @@ def llama_copied(student, ref, rng):
 
 
 # ---- every exercise on another device -----------------------------------------------------------
-# sinusoidal_positions and alibi_bias take sizes only: their tensors are made on the CPU, and the
-# code that uses them moves them. kv_cache_bytes is a number. block_from_llama copies a layer that
-# lives on the CPU (its text says so).
-from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
+# The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
+# here, what the same calls must give on the CPU, against the reference.
+from .core import device_checks  # noqa: E402
 
-keeps_device("apply_rope", "apply_rope", lambda rng: [call(tensor(rng, (2, 3, 5, 8)), torch.arange(5)),
-                                                      call(tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))],
-             **FLOAT32)
-
-
-def cache_pair(student, ref):
-    return Pair(student.call("KVCache", keep=True), ref.KVCache(), "a KVCache")
-
-
-@check("GroupedQueryAttention", DEVICE_CHECK + ", with a padding mask and a KVCache too", weight=0.5)
-def gqa_device(student, ref, rng):
-    pair = gqa_pair(student, ref, 16, 4, 2, rng)
-    x = tensor(rng, (2, 5, 16))
-    same_device(student, ref, pair, x, None, padding_mask(rng, (2, 1, 1, 5)), values=FLOAT32)
-    cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :3], None, None, cache, values=False)
-    same_device(student, ref, pair, x[:, 3:], None, None, cache, values=False)
-    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
-    same(student, ref, pair, x[:, :3], None, None, cache, **FLOAT32)
-    same(student, ref, pair, x[:, 3:], None, None, cache, **FLOAT32)
-
-
-@check("DecoderBlock", DEVICE_CHECK + ", with a KVCache too", weight=0.5)
-def block_device(student, ref, rng):
-    pair = module_pair(student, ref, "DecoderBlock", *BLOCK, rng=rng, scale=0.5)
-    x = tensor(rng, (2, 4, 16))
-    same_device(student, ref, pair, x, values=FLOAT32)
-    cache = cache_pair(student, ref)
-    same_device(student, ref, pair, x[:, :2], None, None, cache, values=False)
-    same_device(student, ref, pair, x[:, 2:], None, None, cache, values=False)
-    cache = cache_pair(student, ref)  # the same calls on the CPU give the reference's outputs
-    same(student, ref, pair, x[:, :2], None, None, cache, **FLOAT32)
-    same(student, ref, pair, x[:, 2:], None, None, cache, **FLOAT32)
+device_checks(options={"apply_rope": FLOAT32, "GroupedQueryAttention": FLOAT32, "DecoderBlock": FLOAT32})

@@ -20,31 +20,36 @@ class Student:
         """`_label` says what the call makes (with `keep`) or what it is (a call of a function by
         name), in the words of the messages; `_device`: run it with its tensors there."""
         what = self.called(target, method, args, kwargs, _label)
+        if method == "load_state_dict" and len(args) == 1 and isinstance(args[0], dict) and not kwargs and not keep:
+            return self._load(target, args[0], what, _time_limit)
         if _device is not None:
             kwargs["_device"] = _device
         try:
             value = self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
         except StudentError as error:
-            keys = self._keys(target, method, args)
-            shown = f"{student_exception(error).split(':')[0]}: {keys}" if keys else student_exception(error)
-            raise StudentError(f"{what} raised {shown}") from None
+            raise StudentError(f"{what} raised {student_exception(error)}") from None
         if isinstance(value, Handle):
             self.names[value.ident] = _label or what
         return value
 
-    def _keys(self, target, method, args):
-        """After a failed load_state_dict, the names that differ, in full (the student's process
-        bounds the message it sends, and a state of many tensors does not fit)."""
-        if method != "load_state_dict" or not args or not isinstance(args[0], dict):
-            return ""
+    def _load(self, target, state, what, time_limit=None):
+        """The grader's parameters loaded into the student's module around its buffers: a buffer
+        (register_buffer, persistent or not) that the grader's state lacks is kept as it is; a
+        parameter it lacks, or a name the module lacks, is the student's error, named in full (the
+        student's process bounds the message it sends, and a state of many tensors does not fit)."""
         try:
-            have = set(self.process.call(target, method="state_dict"))
-        except (StudentError, TypeError):
-            return ""
-        want = set(args[0])
-        missing, unexpected = sorted(have - want), sorted(want - have)
-        return "; ".join(([f"the grader's state has {', '.join(unexpected)}, which your module lacks"] if unexpected else [])
-                         + ([f"your module has {', '.join(missing)}, which the grader's state lacks"] if missing else []))
+            result = self.process.call(target, state, method="load_state_dict", strict=False, _time_limit=time_limit)
+        except StudentError as error:
+            raise StudentError(f"{what} raised {student_exception(error)}") from None
+        if not (isinstance(result, (tuple, list)) and len(result) == 2 and all(
+                isinstance(keys, list) and all(isinstance(k, str) for k in keys) for keys in result)):
+            raise StudentError(f"{what} returned {describe(result)}, not nn.Module's (missing_keys, unexpected_keys)")
+        missing, unexpected = result
+        lacking = _parameter_names(self, target, "your module", missing)
+        if unexpected or lacking:
+            raise StudentError(f"{what} raised RuntimeError: " + "; ".join(  # as a strict load says it
+                ([f"the grader's state has {', '.join(sorted(unexpected))}, which your module lacks"] if unexpected else [])
+                + ([f"your module has {', '.join(sorted(lacking))}, which the grader's state lacks"] if lacking else [])))
 
     def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
         """(value, the largest rise of the memory the student's processes hold during the call)."""
@@ -124,17 +129,56 @@ def _close(got, expected, rtol, atol):
 
 # ---- what several chapters' rules ask of a call --------------------------------------------------
 
+def _parameter_names(student, module, label, names=None):
+    """The names, among `names` (else among its state_dict's), of `module`'s parameters: a buffer
+    (register_buffer, persistent or not) is not a parameter, and the rules never ask it for one."""
+    if names is None:
+        state = student.call(module, method="state_dict", _label=label)
+        names = list(state) if isinstance(state, dict) else []
+    found = []
+    for name in names:
+        try:
+            student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
+        except StudentError:  # a buffer, or no tensor of that name
+            continue
+        found.append(name)
+    return found
+
+
+def _parameter_shapes(student, module, label):
+    """{name: shape} of `module`'s parameters (its buffers left out)."""
+    state = student.call(module, method="state_dict", _label=label)
+    if not isinstance(state, dict):
+        raise CheckFailure(f"{label}.state_dict() returned {describe(state)}, not a dict of tensors")
+    return {name: tuple(np.shape(state[name])) for name in _parameter_names(student, module, label, list(state))}
+
+
+def _expect_parameters(student, module, label, expected, hint=""):
+    """`module` holds exactly the parameters `expected` ({name: shape}); its buffers, persistent or
+    not, are its own. A stated parameter made a buffer is named as such."""
+    found = _parameter_shapes(student, module, label)
+    if found == expected:
+        return
+    state = student.call(module, method="state_dict", _label=label)
+    buffers = sorted(n for n in expected if n in state and n not in found)
+    said = (f"{', '.join(buffers)} {'is a buffer' if len(buffers) == 1 else 'are buffers'} (register_buffer), which "
+            f"training never changes: make {'it an nn.Parameter' if len(buffers) == 1 else 'them nn.Parameters'}"
+            if buffers else hint)
+    raise CheckFailure(f"{label} should have the parameters {expected} (name: shape), found {found} (buffers "
+                       "left out: a module may keep any)" + (f": {said}" if said else ""))
+
+
 def _backward_gradients(student, module, loss, names, label, what):
     """`loss.backward()` in the student's process, then {name: the .grad of `module`'s parameter
-    `name`}; a backward that fails, a name that is no parameter, or a parameter left without a
-    gradient is the student's failure, described as `what`."""
+    `name`} (`names`: its parameters, `_parameter_names`); a backward that fails, or a parameter
+    left without a gradient, is the student's failure, described as `what`."""
     try:
         student.call(loss, method="backward", _label=what)
-        grads = {name: student.call(student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}"),
-                                    "grad", method="__getattribute__", _label=f"{label}.{name}.grad") for name in names}
     except StudentError as error:
-        raise CheckFailure(f"{error}: training needs the gradient of every parameter (a parameter is an nn.Parameter, "
-                           "not a buffer; no torch.no_grad(), .detach() or .data between it and the output)") from None
+        raise CheckFailure(f"{error}: the output carries no gradient graph back to the parameters (no "
+                           "torch.no_grad(), .detach() or .data between them and the output)") from None
+    grads = {name: student.call(student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}"),
+                                "grad", method="__getattribute__", _label=f"{label}.{name}.grad") for name in names}
     missing = [n for n, g in grads.items() if g is None]
     if missing:
         raise CheckFailure(f"{what}: {', '.join(missing)} got no gradient, so training could never change "

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import describe, _tensor, _close, _expect_unchanged, _backward_gradients
+from .calling import describe, _tensor, _close, _expect_unchanged, _backward_gradients, _parameter_names
 
 
 # ---- chapter 5: what the functions do to their arguments and to the gradients ----------------
@@ -32,7 +32,7 @@ def _expect_gradients(student, class_name, init, x, name="x"):
     module = student.call(class_name, *init, keep=True, _label=label)
     out = student.call(module, x, keep=True, _label=label)
     loss = student.call(out, method="sum", keep=True, _label=f"{label}({name}).sum()")
-    _backward_gradients(student, module, loss, list(student.call(module, method="state_dict")), label,
+    _backward_gradients(student, module, loss, _parameter_names(student, module, label), label,
                         f"{label} on {name} {describe(x)}: its output's sum().backward()")
 
 

@@ -4,7 +4,8 @@ import math
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import describe, _tensor, _close, _expect_unchanged, _backward_gradients
+from .calling import (describe, _tensor, _close, _expect_unchanged, _backward_gradients, _expect_parameters,
+                      _parameter_shapes)
 
 
 # ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
@@ -30,16 +31,14 @@ GRADIENT_STEP = 1e-6  # central differences in float64: error about 1e-12 agains
 def _expect_true_gradients(student, rng, class_name, init, x):
     """`class_name(*init).double()`, holding parameters drawn here: the gradient backward gives for
     (r * output).sum(), parameter by parameter, equals the derivative of the module's own forward
-    along a random direction (central differences). No reference is needed: a detached path, a
-    parameter under torch.no_grad(), or a buffer where a parameter is stated, shows."""
+    along a random direction (central differences). No reference is needed: a detached path, or a
+    parameter under torch.no_grad(), shows (a buffer where a parameter is stated: the parameters' rule)."""
     import torch
     label = f"{class_name}{init}.double()"
     made = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
     module = student.call(made, method="double", keep=True, _label=label)
-    state = {name: _tensor(rng, tuple(np.shape(value)), torch.float64, scale=0.5)
-             for name, value in student.call(module, method="state_dict").items()}
+    state = _drawn(student, rng, module, label, torch.float64)
     names = list(state)
-    student.call(module, state, method="load_state_dict")
     r = _tensor(rng, tuple(x.shape), torch.float64)
     what = f"{label} with parameters the grader loaded into it, on x {describe(x)}: (r * output).sum().backward()"
     out = student.call(module, x, keep=True, _label=label)
@@ -115,13 +114,20 @@ def rope_relative(student, rng):
                            "same angle for the query and the key at one position")
 
 
+def _drawn(student, rng, module, label, dtype=None, scale=0.5):
+    """Random values for `module`'s parameters, loaded into it: {name: value}. Its buffers are its own
+    (register_buffer: an inv_freq, a mask) and are left as they are."""
+    state = {name: _tensor(rng, shape, dtype, scale=scale)
+             for name, shape in _parameter_shapes(student, module, label).items()}
+    student.call(module, state, method="load_state_dict")
+    return state
+
+
 def _expect_state(student, class_name, init, expected):
-    """`class_name(*init)` holds exactly the tensors `expected` ({name: shape}), as the text lists them."""
-    handle = student.call(class_name, *init, keep=True, _label=f"{class_name}{init}")
-    state = student.call(handle, method="state_dict", _label=f"{class_name}{init}")
-    found = {n: tuple(np.shape(v)) for n, v in state.items()} if isinstance(state, dict) else state
-    if found != expected:
-        raise CheckFailure(f"{class_name}{init} should have the parameters {expected} (name: shape), found {found}")
+    """`class_name(*init)` holds exactly the parameters `expected` ({name: shape}), as the text lists
+    them; buffers (register_buffer, persistent or not) are its own business."""
+    label = f"{class_name}{init}"
+    _expect_parameters(student, student.call(class_name, *init, keep=True, _label=label), label, expected)
 
 
 def _attention_shapes(dim, heads, kv_heads, prefix=""):
@@ -155,8 +161,7 @@ def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint, whole):
     import torch
     label = f"{class_name}{init} with parameters the grader loaded into it"
     module = student.call(class_name, *init, keep=True, _label=label)
-    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(module, method="state_dict").items()}
-    student.call(module, state, method="load_state_dict")
+    state = _drawn(student, rng, module, label)
     expected = student.call(module, x, _label=label)
     right = whole(module, state, x, label)
     expected = torch.as_tensor(np.asarray(expected)) if isinstance(expected, (np.ndarray, torch.Tensor)) else expected
@@ -196,7 +201,7 @@ def _gqa_formula(state, x, heads, kv_heads, label):
     import torch.nn.functional as F
     needed = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
     if any(name not in state for name in needed):
-        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in needed if n not in state)}")
+        raise CheckFailure(f"{label}: its parameters lack {', '.join(n for n in needed if n not in state)}")
     *batch, n, dim = x.shape
     d_h = dim // heads
     split = lambda t, h: t.reshape(*batch, n, h, d_h).transpose(-3, -2)  # noqa: E731
@@ -278,7 +283,7 @@ BLOCK_NAMES = ("attn_norm.weight", "mlp_norm.weight", "gate_proj.weight", "up_pr
 
 def _expect_block_names(state, label):
     if any(name not in state for name in BLOCK_NAMES):
-        raise CheckFailure(f"{label}: its state_dict lacks {', '.join(n for n in BLOCK_NAMES if n not in state)}")
+        raise CheckFailure(f"{label}: its parameters lack {', '.join(n for n in BLOCK_NAMES if n not in state)}")
 
 
 def _block_formula(student, block, state, x, label):
@@ -304,8 +309,7 @@ def block_formula(student, rng):
     dim, heads, kv_heads, hidden = 8, 2, 1, 12
     label = f"DecoderBlock{(dim, heads, kv_heads, hidden)} with parameters the grader loaded into it"
     block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
-    state = {n: _tensor(rng, tuple(np.shape(v)), scale=0.5) for n, v in student.call(block, method="state_dict").items()}
-    student.call(block, state, method="load_state_dict")
+    state = _drawn(student, rng, block, label)
     _expect_block_names(state, label)
     x = _tensor(rng, (2, 4, dim))
     expected = _block_formula(student, block, state, x, label)

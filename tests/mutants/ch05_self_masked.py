@@ -303,11 +303,15 @@ def graph_mask(adjacency):
 ''',
     "CausalSelfAttention": '''
 class CausalSelfAttention(nn.Module):
+    """nanoGPT's way: the causal mask made once, up to a largest length, kept as a (persistent) buffer."""
+    MAX_TOKENS = 256
+
     def __init__(self, embed_dim, num_heads):
         super().__init__()
         self.h = num_heads
         for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
             setattr(self, name, nn.Linear(embed_dim, embed_dim))
+        self.register_buffer("bias", torch.ones(self.MAX_TOKENS, self.MAX_TOKENS, dtype=torch.bool).tril())
 
     def forward(self, x, cache=None):
         q, k, v = (split_heads(proj(x), self.h) for proj in (self.q_proj, self.k_proj, self.v_proj))
@@ -315,7 +319,8 @@ class CausalSelfAttention(nn.Module):
             k, v = cache.append(k, v)
         elif cache is not None:
             k, v = cache.append(k, v)
-        mask = causal_mask(q.size(-2), k.size(-2)).to(q.device)
+        n_q, n_k = q.size(-2), k.size(-2)
+        mask = self.bias[n_k - n_q:n_k, :n_k]  # the last n_q rows: bottom-right, as causal_mask
         return self.out_proj(merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=mask)))
 ''',
     "TinyLM": '''

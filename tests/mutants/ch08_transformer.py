@@ -217,7 +217,8 @@ def alibi_bias(num_heads, n_q, n_k):
 ''',
     "GroupedQueryAttention": '''
 class GroupedQueryAttention(nn.Module):
-    """Grouped heads kept apart in an einsum: no copy of the keys and values per query head."""
+    """Grouped heads kept apart in an einsum: no copy of the keys and values per query head. RoPE's
+    frequencies made once, a persistent buffer `inv_freq` (in float64, as the angles are)."""
 
     def __init__(self, embed_dim, num_heads, num_kv_heads, rope_base=10000.0):
         super().__init__()
@@ -227,14 +228,21 @@ class GroupedQueryAttention(nn.Module):
         self.k_proj = nn.Linear(embed_dim, num_kv_heads * self.d, bias=False)
         self.v_proj = nn.Linear(embed_dim, num_kv_heads * self.d, bias=False)
         self.o_proj = nn.Linear(num_heads * self.d, embed_dim, bias=False)
+        self.register_buffer("inv_freq", rope_base ** (-torch.arange(0, self.d, 2, dtype=torch.float64) / self.d))
+
+    def rotate(self, x, pos):
+        angle = pos.to(device=x.device, dtype=torch.float64)[..., None] * self.inv_freq.double()
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
     def forward(self, x, positions=None, mask=None, cache=None):
         *batch, n, _ = x.shape
         past = cache.length if cache is not None else 0
         pos = torch.arange(past, past + n, device=x.device) if positions is None else positions
         pos = pos.unsqueeze(-2) if pos.dim() > 1 else pos
-        q = apply_rope(self.q_proj(x).view(*batch, n, self.h, self.d).transpose(-2, -3), pos, self.base)
-        k = apply_rope(self.k_proj(x).view(*batch, n, self.g, self.d).transpose(-2, -3), pos, self.base)
+        q = self.rotate(self.q_proj(x).view(*batch, n, self.h, self.d).transpose(-2, -3), pos)
+        k = self.rotate(self.k_proj(x).view(*batch, n, self.g, self.d).transpose(-2, -3), pos)
         v = self.v_proj(x).view(*batch, n, self.g, self.d).transpose(-2, -3)
         if cache is not None:
             k, v = cache.append(k, v)
@@ -253,9 +261,11 @@ def kv_cache_bytes(num_layers, num_kv_heads, head_dim, tokens, batch=1, bytes_pe
 ''',
     "DecoderBlock": '''
 class RMSNorm(nn.Module):
+    """eps kept as a non-persistent buffer: a tensor that follows the module, outside its state_dict."""
+
     def __init__(self, dim, eps=1e-6):
         super().__init__()
-        self.eps = eps
+        self.register_buffer("eps", torch.tensor(eps, dtype=torch.float64), persistent=False)
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):

@@ -193,6 +193,37 @@ def gqa_cache(student, rng):
                    "append them", lambda module, state, x, label: _gqa_formula(state, x, 4, 2, label))
 
 
+@stated("08-transformer", "GroupedQueryAttention", "keys rotated before they are cached: after each call with a "
+        "KVCache (3 tokens, then 2), cache.k holds k_proj of every token so far, in the G key/value heads, each rotated "
+        "once, at its own position", weight=0.5)
+def gqa_caches_rotated_keys(student, rng):
+    import torch
+    import torch.nn.functional as F
+    dim, heads, kv_heads = 16, 4, 2
+    label = f"GroupedQueryAttention{(dim, heads, kv_heads)} with parameters the grader loaded into it"
+    module = student.call("GroupedQueryAttention", dim, heads, kv_heads, keep=True, _label=label)
+    state = _drawn(student, rng, module, label)
+    if "k_proj.weight" not in state:
+        raise CheckFailure(f"{label}: its parameters lack k_proj.weight")
+    x = _tensor(rng, (2, 5, dim))
+    # the text's keys, from the module's own k_proj: (B, G, N, d_h), rotated at positions 0 ... N - 1
+    keys = F.linear(x.double(), state["k_proj.weight"].double()).unflatten(-1, (kv_heads, dim // heads)).transpose(1, 2)
+    expected = _rope(keys, torch.arange(x.shape[-2]))
+    cache = student.call("KVCache", keep=True, _label="KVCache()")
+    for start, stop in ((0, 3), (3, 5)):
+        student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
+        got = student.call(cache, "k", method="__getattribute__", _label="cache.k")
+        what = (f"{label}, fed tokens 0 to {stop - 1} of x {describe(x)} through one KVCache (3 tokens, then 2): "
+                f"cache.k")
+        plain = keys[..., :stop, :]
+        unrotated = (isinstance(got, (np.ndarray, torch.Tensor)) and tuple(np.shape(got)) == tuple(plain.shape)
+                     and _close(torch.as_tensor(np.asarray(got)), plain, 1e-4, 1e-5))
+        _expect_formula(got, expected[..., :stop, :], what, 1e-4, 1e-5, (
+            "it holds the keys as k_proj gives them, un-rotated: rotate the new keys at positions L, ..., L + N - 1, "
+            "then append them (rotating the whole cache after appending gives the same outputs, from another cache)"
+            if unrotated else "it holds each key as attention uses it, (B, G, N, d_h), rotated once at its own position"))
+
+
 def _gqa_formula(state, x, heads, kv_heads, label):
     """GroupedQueryAttention as the text defines it, in float64, from its parameters: causal (bottom-
     right), RoPE (base 10000) at positions 0 ... N - 1 on the queries and keys, query head h with

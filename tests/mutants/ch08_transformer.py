@@ -148,6 +148,12 @@ def alibi_bias(num_heads, n_q, n_k):
         "causal_mask_left_on_the_cpu": _gqa(causal=""),
         "keys_rotated_after_caching":
             _gqa(rotate_k=False, after_cache="\n        k = apply_rope(k, positions, self.rope_base)"),
+        "cache_rotated_after_append": _edit(_edit(_gqa(), """        k = apply_rope(split_heads(self.k_proj(x), self.num_kv_heads), positions, self.rope_base)""",
+                                                  """        k = split_heads(self.k_proj(x), self.num_kv_heads)
+        if cache is None:
+            k = apply_rope(k, positions, self.rope_base)"""), """            k, v = cache.append(k, v)""",
+                                            """            k, v = cache.append(k, v)  # StreamingLLM's order: the keys cached un-rotated
+            k = apply_rope(k, torch.arange(k.shape[-2], device=x.device), self.rope_base)"""),
         "rotations_under_no_grad": _edit(_gqa(), """        q = apply_rope(split_heads(self.q_proj(x), self.num_heads), positions, self.rope_base)
         k = apply_rope(split_heads(self.k_proj(x), self.num_kv_heads), positions, self.rope_base)""",
                                          """        q, k = split_heads(self.q_proj(x), self.num_heads), split_heads(self.k_proj(x), self.num_kv_heads)

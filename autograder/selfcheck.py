@@ -155,7 +155,7 @@ def stated_rules(process, assignment, missing):
     """{exercise: [(rule, failure or "")]}, for the exercises whose names are all defined."""
     found = {}
     for e in notebook.exercises(assignment):
-        rules = stated.properties(assignment, e.name)
+        rules = stated.properties(assignment, e.name) + stated.device_rules(assignment, e.name)
         if not rules or set(e.defines) & missing:
             continue
         process.start_exercise()  # the grader's time budget of one exercise

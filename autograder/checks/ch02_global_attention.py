@@ -414,26 +414,9 @@ def train_deterministic(student, ref, rng):
 
 
 # ---- every exercise on another device -----------------------------------------------------------
-# train_classifier is not run there: it reads its losses with .item(), which the meta device (it
-# has no data) cannot answer; benchmarks/cuda_references.py runs it on a GPU.
-from .core import DEVICE_CHECK, keeps_device, same_device  # noqa: E402
+# The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
+# here, what the same calls must give on the CPU, against the reference.
+from .core import device_checks  # noqa: E402
 
-keeps_device("attention_pool", "attention_pool",
-             lambda rng: documents(rng, SIZES[:2]) + documents(rng, SIZES[:2], padding_mask), **POOL)
-
-
-@check("GlobalAttentionPooling", DEVICE_CHECK, weight=0.5)
-def gap_device(student, ref, rng):
-    pair = module_pair(student, ref, "GlobalAttentionPooling", 4, rng=rng)
-    x = tensor(rng, (2, 5, 4))
-    same_device(student, ref, pair, x, values=POOL)
-    same_device(student, ref, pair, x, padding_mask(rng, (2, 5)), values=POOL)
-
-
-@check("AttentionDocClassifier", DEVICE_CHECK, weight=0.5)
-def clf_device(student, ref, rng):
-    pair = module_pair(student, ref, "AttentionDocClassifier", *CLASSIFIER, rng=rng, by_shape=True)
-    same_device(student, ref, pair, words(rng, 3, 7), padding_mask(rng, (3, 7)), values=dict(names=LOGITS))
-
-
-keeps_device("attention_mass", "attention_mass", lambda rng: selections(rng, ((3, 5), (2, 2, 4))))
+device_checks(options={"attention_pool": POOL, "GlobalAttentionPooling": POOL,
+                       "AttentionDocClassifier": dict(names=LOGITS)})

@@ -337,41 +337,25 @@ def from_bert_minilm(student, ref, rng):
 
 
 # ---- every exercise on another device -----------------------------------------------------------
-# count_parameters takes and returns numbers only.
-from .core import DEVICE_CHECK, Pair, keeps_device, same_device  # noqa: E402
-
-keeps_device("split_heads", "split_heads", lambda rng: split_cases(rng, [(2,)]))
-keeps_device("merge_heads", "merge_heads", lambda rng: merge_cases(rng, [(2,)]))
+# The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
+# here, what the same calls must give on the CPU, against the reference.
+from .core import device_checks  # noqa: E402
 
 
-@check("MultiHeadAttention", DEVICE_CHECK, weight=0.5)
-def mha_device(student, ref, rng):
-    n, h, d_h = head_sizes(rng)
-    pair = mha_pair(student, ref, h * d_h, h, rng)
-    q, k, v = sequences(rng, (2,), n, n + 1, h * d_h)
-    values = dict(names=OUT_WEIGHTS, **FLOAT32)
-    same_device(student, ref, pair, q, k, v, values=values)
-    same_device(student, ref, pair, q, k, v, padding_mask(rng, (2, 1, 1, n + 1)), values=values)
+def from_torch_values(student, ref, rng, sequence):
+    """The copy computes what m does."""
+    made = sequence[0].args[0]
+    expect_as_torch(student, rng, 6, 2, bias=True, made=(made.handle, made.module, made.label))
 
 
-@check("mha_from_torch", DEVICE_CHECK + "; the copy's parameters on m's device", weight=0.5)
-def from_torch_device(student, ref, rng):
-    made = torch_mha(student, rng, 6, 2, bias=True)
-    handle, module, label = made
-    same_device(student, ref, "mha_from_torch", Pair(handle, module, label), what=f"mha_from_torch({label})",
-                values=False)
-    expect_as_torch(student, rng, 6, 2, bias=True, made=made)  # and the copy computes what m does
-
-
-keeps_device("bert_padding_mask", "bert_padding_mask", lambda rng: bert_masks(rng)[:1])
-
-
-@check("mha_from_bert", DEVICE_CHECK + "; the module's parameters on the state's device", weight=0.5)
-def from_bert_device(student, ref, rng):
-    state = bert_state(rng, 8)
-    same_device(student, ref, "mha_from_bert", state, 2, what="mha_from_bert(a random state of size 8, 2)",
-                values=False)
+def from_bert_values(student, ref, rng, sequence):
+    """The module computes what the state's model does."""
+    state, heads = sequence[0].args
     x = tensor(rng, (2, 5, 8))
-    with torch.no_grad():  # and the module computes what the state's model does
-        expected = ref.mha_from_bert(state, 2)(x, x, x, None)
-    expect_as_bert(student, ref, state, 2, x, None, plain(expected), "a random state of size 8", **FLOAT32)
+    with torch.no_grad():
+        expected = ref.mha_from_bert(state, heads)(x, x, x, None)
+    expect_as_bert(student, ref, state, heads, x, None, plain(expected), "a random state of size 8", **FLOAT32)
+
+
+device_checks(options={"MultiHeadAttention": dict(names=OUT_WEIGHTS, **FLOAT32)},
+              values={"mha_from_torch": from_torch_values, "mha_from_bert": from_bert_values})

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sandbox.calls import StudentError, layout, one_device, to_device
+from ..sandbox.calls import StudentError
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
+from ..stated.device import (DEVICE_CHECK, DEVICE_RULE, Fresh, Made, device_rules, expect_layout,  # noqa: F401
+                             tensor_devices)
 from ..wire import Handle, roundtrip, to_plain
 
 
@@ -153,122 +155,58 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
 
 
 # ---- devices ----------------------------------------------------------------------------------
+# The device rule is stated, and `check` runs it (autograder/stated/device.py: its cases, the run on
+# meta against the same call on the CPU); `grade` adds that those calls on the CPU give the
+# reference's values, so that the device's points go with a correct result.
 
-DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
-               "torch.arange(n, device=x.device), mask.to(x.device)) and move a module you build with "
-               ".to(device=..., dtype=...)")
-NO_DATA = ("cannot be called on meta tensors", "nonzero")  # .item(), bool(), x[mask]: fine on a GPU, not on meta
-
-
-def keeps_device(exercise, target, cases, weight=0.5, **options):
-    """A check: `target` on each `call(...)` of `cases(rng)` returns its tensors on the device of
-    its inputs, and makes none on the CPU on the way, and the same call on the CPU gives the
-    reference's result (`same_device`; `options` go to `same`: tolerances). One line per exercise."""
-    def run(student, ref, rng):
-        for case in cases(rng):
-            same_device(student, ref, target, *case.args, values=options or True, **case.kwargs)
-    _register(sys._getframe(1).f_globals, exercise, DEVICE_CHECK, weight, run)
-
-
-DEVICE_CHECK = "keeps the input's device: run on PyTorch's meta device (as on a GPU), no tensor is made on the CPU"
-NO_DATA_HINT = ("PyTorch's meta device has no data, and the reference runs this call there: compute without reading "
-                "a tensor's values in Python (.item(), float(), int(), bool(), if on a tensor, x[mask] with a boolean "
-                "mask); torch.where, masked_fill and comparisons keep the work on the tensors' device")
+def device_checks(options=None, values=None):
+    """Registers, as checks of their exercises, the device rules of this chapter
+    (`stated.device`). `options[exercise]`: the tolerances and names of `same` for its values;
+    `values[exercise]`: `f(student, ref, rng, sequence)`, its own comparison on the CPU, in place
+    of `same` on each call (a call that returns a module, say)."""
+    module_globals = sys._getframe(1).f_globals
+    assignment = module_globals["ASSIGNMENT"]
+    for rule in device_rules(assignment):
+        env = _WithReference(options.get(rule.exercise, {}) if options else {}, (values or {}).get(rule.exercise))
+        run = lambda student, ref, rule=rule, env=env: rule.run(  # noqa: E731
+            student, rng_for(f"{assignment}/{rule.exercise}/{rule.name}", secret=True), env.bound(ref))
+        _REGISTRY.setdefault(assignment, []).append(Check(assignment, rule.exercise, rule.name, rule.weight, run))
 
 
-def same_device(student, ref, target, *args, device="meta", what=None, values=True, **kwargs):
-    """The student's `target(*args, **kwargs)` (a function's name or a Pair; a Pair among the
-    arguments is the student's object on its side, the reference's on the grader's) run with every
-    tensor and module moved to `device`. `meta` tensors have shapes and no data: no GPU is needed,
-    and, as on a GPU, a tensor made on the CPU cannot meet them (`one_device` enforces it where meta
-    itself would not). The result must have the reference's layout (its tensors' shapes and dtypes),
-    its tensors all on `device`; returns the student's `layout`.
+class _WithReference:
+    """How `grade` runs a device rule: modules holding parameters the grader draws, loaded into the
+    reference's too (`module_pair`), and each sequence's calls on the CPU compared with the
+    reference's, with fresh objects (`Fresh`) on both sides."""
 
-    A check passes only on what it saw: a call that raises fails, whatever it raises. The reference
-    runs every call of these checks on meta (a check whose input it cannot run there is the course's
-    mistake, below: change the input); so the student's call must run too, without reading data.
-    `values` (True, or the tolerances of `same`): the same call on the CPU must also give the
-    reference's result, so that the device's points go with a correct result; False where the call
-    changes what it is given (a cache: the check then compares a CPU run of its own)."""
-    import torch
-    mine, theirs = _side(args, student=True), to_device(_side(args, student=False), device)
-    if isinstance(target, Pair):
-        function, label, handle = to_device(target.module, device), target.label.removesuffix(", on "), target.handle
-    else:
-        function, label, handle = getattr(ref, target), None, target
-    what = what or called(label or target, None, _displayed(args), kwargs)
-    try:
-        with torch.no_grad(), one_device():
-            expected = layout(function(*theirs, **to_device(kwargs, device)))
-    except Exception as error:  # the course's own mistake: this input cannot grade anyone
-        raise RuntimeError(f"the reference {what} cannot run on the {device} device ({type(error).__name__}: "
-                           f"{error}): change the check's input") from error
-    if any(found != device for _, found in tensor_devices(expected)):  # the course's own mistake
-        raise RuntimeError(f"the reference {target} does not keep the {device} device: {expected}")
-    try:
-        got = student.call(handle, *mine, _device=device, _label=label, **kwargs)
-    except StudentError as error:
-        if any(text in str(error) for text in NO_DATA):
-            raise CheckFailure(f"{error}. With its inputs on PyTorch's `{device}` device (it stands in for a GPU), "
-                               f"this call read a tensor's data, on the line named: {NO_DATA_HINT}") from None
-        copied = any(text in str(error) for text in ("Cannot copy out of meta", "to numpy"))
-        happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into a "
-                    "tensor made on the CPU)" if copied else "met a tensor made on the CPU")
-        raise CheckFailure(f"{error}. With its inputs on PyTorch's `{device}` device (it stands in for a GPU), this "
-                           f"call {happened}, on the line named: {DEVICE_RULE}") from None
-    for where, found in tensor_devices(got):
-        expect_true(found == device, f"{what} with its inputs on the `{device}` device returned {where} on the "
-                    f"{found}: {DEVICE_RULE}")
-    expect_layout(got, expected, f"{what} with its inputs on the `{device}` device")
-    if values:
-        same(student, ref, target, *args, what=f"{what}, on the CPU", **(values if isinstance(values, dict) else {}),
-             **kwargs)
-    return got
+    def __init__(self, options, values, ref=None):
+        self.options, self.custom, self.ref = options, values, ref
 
+    def bound(self, ref):
+        return _WithReference(self.options, self.custom, ref)
 
-def expect_layout(got, expected, what, where="the result"):
-    """`got`, a `layout`, is made as `expected` is: the same tensors' shapes and dtypes, the same
-    structure (a module: at least the reference's tensors, by shape and dtype, whatever their names)."""
-    def say(g):
-        if isinstance(g, dict) and isinstance(g.get("shape"), list):
-            return f"a {g.get('dtype')} tensor of shape {tuple(g['shape'])}"
-        if isinstance(g, dict) and set(g) == {"type"}:
-            return f"a {g['type']}"
-        if isinstance(g, dict) and set(g) == {"module"}:
-            return "a module"
-        if isinstance(g, (list, tuple)):
-            return f"{len(g)} values"
-        return "a dict" if isinstance(g, dict) else describe(g)
+    def module(self, student, rng, class_name, *init, **options):
+        pair = module_pair(student, self.ref, class_name, *init, rng=rng, **options)
+        return Made(pair.handle, pair.label.removesuffix(", on "), pair.module)
 
-    fail = lambda: CheckFailure(f"{what} returned, as {where}, {say(got)}; expected {say(expected)}")  # noqa: E731
-    if isinstance(expected, dict) and isinstance(expected.get("shape"), list):
-        if not (isinstance(got, dict) and (got.get("shape"), got.get("dtype")) == (expected["shape"], expected["dtype"])):
-            raise fail()
-    elif isinstance(expected, dict) and set(expected) == {"module"}:
-        if not (isinstance(got, dict) and set(got) == {"module"} and isinstance(got["module"], dict)):
-            raise fail()
-        have = sorted((tuple(t.get("shape", ())), t.get("dtype"))
-                      for t in got["module"].values() if isinstance(t, dict))
-        for name, t in expected["module"].items():
-            key = (tuple(t["shape"]), t["dtype"])
-            if key not in have:
-                raise CheckFailure(f"{what} returned a module without a {t['dtype']} tensor of shape {key[0]} "
-                                   f"(the reference's {name}): make its parameters on the device and in the dtype "
-                                   "of what it copies")
-            have.remove(key)
-    elif isinstance(expected, (list, tuple)):
-        if not (isinstance(got, (list, tuple)) and len(got) == len(expected)):
-            raise fail()
-        for i, (g, e) in enumerate(zip(got, expected)):
-            expect_layout(g, e, what, f"item {i} of the result" if where == "the result" else f"{where}[{i}]")
-    elif isinstance(expected, dict) and set(expected) == {"type"}:
-        if got != expected:
-            raise fail()
-    elif isinstance(expected, dict):
-        if not (isinstance(got, dict) and set(got) == set(expected)):
-            raise fail()
-        for key in expected:
-            expect_layout(got[key], expected[key], what, f"{where}[{key!r}]")
+    def values(self, student, rng, sequence):
+        if self.custom:
+            return self.custom(student, self.ref, rng, sequence)
+        fresh = {}
+
+        def pair(value):
+            if isinstance(value, Made):
+                return Pair(value.handle, value.module, value.label + ", on ")
+            if isinstance(value, Fresh):
+                if id(value) not in fresh:
+                    fresh[id(value)] = Pair(student.call(value.class_name, keep=True, _label=f"{value.class_name}()"),
+                                            getattr(self.ref, value.class_name)(), f"a {value.class_name}")
+                return fresh[id(value)]
+            if type(value) in (list, tuple):
+                return type(value)(pair(v) for v in value)
+            return value
+        for run in sequence:
+            same(student, self.ref, pair(run.target), *pair(run.args), what=f"{run.what()}, on the CPU",
+                 **self.options, **run.kwargs)
 
 
 class _Shown:
@@ -303,20 +241,6 @@ def _side(value, student):
     if type(value) in (list, tuple):
         return type(value)(_side(v, student) for v in value)
     return value
-
-
-def tensor_devices(description, where="the result"):
-    """[(where, device)] of every tensor in a `layout`."""
-    if isinstance(description, dict) and isinstance(description.get("device"), str):
-        return [(f"{where} (a tensor)" if where == "the result" else where, description["device"])]
-    if isinstance(description, dict) and set(description) == {"module"} and isinstance(description["module"], dict):
-        return [pair for name, d in description["module"].items()
-                for pair in tensor_devices(d, f"the module's {name}")]
-    if isinstance(description, dict):
-        return [pair for key, d in description.items() for pair in tensor_devices(d, f"{where}[{key!r}]")]
-    if isinstance(description, (list, tuple)):
-        return [pair for i, d in enumerate(description) for pair in tensor_devices(d, f"{where}[{i}]")]
-    return []
 
 
 def expect_same(got, expected, what, names=None, **tolerance):

@@ -10,9 +10,11 @@ solutions nor `autograder/checks/`, learns before grading every point these can 
 
 The package: the seeds and the register (`register`); what both need to call the student's code
 and say what went wrong (`calling`: `Student`, `describe`), and a module of rules per chapter, named
-like its checks (`ch04_multi_head` … ), each registered when this package is imported.
+like its checks (`ch04_multi_head` … ), each registered when this package is imported; and the device
+rule, which every exercise on tensors states, with its cases by chapter (`device`).
 """
 from .register import (CheckFailure, Property, fresh_seed, parse_seed, properties, rng_for, run_seed,  # noqa: F401
                        set_seed, stated, SEED_VARIABLE)
 from .calling import Student, called, describe  # noqa: F401 (the checks' vocabulary)
 from . import ch04_multi_head, ch05_self_masked, ch06_nadaraya_watson, ch07_flash_tiling, ch08_transformer  # noqa: F401 (each registers its rules)
+from .device import device_rules  # noqa: F401 (the device rule of every exercise on tensors, by chapter)

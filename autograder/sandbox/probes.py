@@ -52,5 +52,19 @@ def llama_layer(namespace, standins, ask):
     return _LlamaLayer
 
 
+def llama_for_causal_lm(namespace, standins, ask):
+    """Chapter 9: what lm_from_llama is given: a LlamaForCausalLM's tensors and sizes, as plain data."""
+    import types
+
+    class _LlamaForCausalLM:
+        def __init__(self, state, config):
+            self._state = state
+            self.config = types.SimpleNamespace(**config)
+
+        def state_dict(self):
+            return dict(self._state)
+    return _LlamaForCausalLM
+
+
 PROBES = {"_GraderModel": grader_model, "_grader_kernel": kernel_by_name, "_GraderFitProbe": fit_probe,
-          "_LlamaLayer": llama_layer}
+          "_LlamaLayer": llama_layer, "_LlamaForCausalLM": llama_for_causal_lm}

@@ -17,4 +17,5 @@ from .register import (CheckFailure, Property, fresh_seed, parse_seed, propertie
                        set_seed, stated, SEED_VARIABLE)
 from .calling import Student, called, describe  # noqa: F401 (the checks' vocabulary)
 from . import ch04_multi_head, ch05_self_masked, ch06_nadaraya_watson, ch07_flash_tiling, ch08_transformer  # noqa: F401 (each registers its rules)
+from . import ch09_language_model  # noqa: F401 (registers its rules)
 from .device import device_rules  # noqa: F401 (the device rule of every exercise on tensors, by chapter)

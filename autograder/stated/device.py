@@ -109,6 +109,9 @@ class DeviceRule:
             on_meta, on_cpu = _run(student, sequence, "meta"), _run(student, sequence, "cpu")
             for run, meta, cpu in zip(sequence, on_meta, on_cpu):
                 what = f"{run.what()} with its inputs on the `meta` device"
+                if not tensor_devices(meta):  # None, a number: nothing was seen to keep the device
+                    raise CheckFailure(f"{what} returned no tensor ({describe_layout(meta)}): it should return "
+                                       "its result's tensors, on the inputs' device")
                 for where, found in tensor_devices(meta):
                     if found != "meta":
                         raise CheckFailure(f"{what} returned {where} on the {found}: {DEVICE_RULE}")
@@ -187,20 +190,23 @@ def tensor_devices(description, where="the result"):
     return []
 
 
+def describe_layout(g):
+    """A `layout` in words: `a float32 tensor of shape (2, 3)`, `a NoneType`, `2 values`."""
+    if isinstance(g, dict) and isinstance(g.get("shape"), list):
+        return f"a {g.get('dtype')} tensor of shape {tuple(g['shape'])}"
+    if isinstance(g, dict) and set(g) == {"type"}:
+        return f"a {g['type']}"
+    if isinstance(g, dict) and set(g) == {"module"}:
+        return "a module"
+    if isinstance(g, (list, tuple)):
+        return f"{len(g)} values"
+    return "a dict" if isinstance(g, dict) else describe(g)
+
+
 def expect_layout(got, expected, what, where="the result", against="the reference"):
     """`got`, a `layout`, is made as `expected` is: the same tensors' shapes and dtypes, the same
     structure (a module: at least `expected`'s tensors, by shape and dtype, whatever their names)."""
-    def say(g):
-        if isinstance(g, dict) and isinstance(g.get("shape"), list):
-            return f"a {g.get('dtype')} tensor of shape {tuple(g['shape'])}"
-        if isinstance(g, dict) and set(g) == {"type"}:
-            return f"a {g['type']}"
-        if isinstance(g, dict) and set(g) == {"module"}:
-            return "a module"
-        if isinstance(g, (list, tuple)):
-            return f"{len(g)} values"
-        return "a dict" if isinstance(g, dict) else describe(g)
-
+    say = describe_layout
     fail = lambda: CheckFailure(f"{what} returned, as {where}, {say(got)}; {against} returns {say(expected)}")  # noqa: E731
     if isinstance(expected, dict) and isinstance(expected.get("shape"), list):
         if not (isinstance(got, dict) and (got.get("shape"), got.get("dtype")) == (expected["shape"], expected["dtype"])):

@@ -441,6 +441,8 @@ WRONG["train_lm"]["seed_zero_ignored"] = _train().replace(
     "generator = torch.Generator().manual_seed(seed)",
     "generator = torch.Generator()\n    if seed:\n        generator.manual_seed(seed)")
 # Adam instead of AdamW: without the decoupled weight decay the first losses differ by less than 1e-4.
+WRONG["train_lm"]["seed_ignored"] = _train().replace(
+    "generator = torch.Generator().manual_seed(seed)", "generator = torch.Generator().manual_seed(0)  # the default's windows")
 WRONG["train_lm"]["adam_not_adamw"] = _train(optimizer="optimizer = torch.optim.Adam(model.parameters(), lr=lr)\n    ")
 # `if seed` again: seed 0 decodes greedily instead of sampling.
 WRONG["generate"]["seed_zero_is_greedy"] = _generate(

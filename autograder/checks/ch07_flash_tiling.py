@@ -180,6 +180,21 @@ def triton_large_scores(student, ref, rng):
                 f"{scores[:, 1].max():.0f} in head 1)", names=("out", "lse"), **TRITON32)
 
 
+@check("flash_attention_triton", "scores whose row maximum keeps growing after the first key tile (from -50 to "
+       "+150 along the keys): each new maximum rescales the running sum and output")
+def triton_growing_max(student, ref, rng):
+    q, k, v = (tensor(rng, (1, 1, n, 16), scale=0.3) for n in (16, 64, 64))
+    q[..., 0] = 4.0
+    k[..., 0] = torch.linspace(-50.0, 150.0, 64)              # score = q . k / 4: a ramp along the keys
+    got = student.call("flash_attention_triton", q, k, v, _time_limit=60)
+    out, lse = ref.tiled_attention(q.double(), k.double(), v.double())
+    expect_same(got, (plain(out.float()), plain(lse.float())), "flash_attention_triton(q (1, 1, 16, 16), k and v "
+                "(1, 1, 64, 16), float32, each query's scores rising from about -50 at key 0 to +150 at key 63: a new "
+                "row maximum in every key tile)", names=("out", "lse"), nan_hint="exp overflowed to inf: the running "
+                "maximum follows every new maximum, and the running sum and output are rescaled by exp(m_old - m_new)",
+                **TRITON32)
+
+
 @check("flash_attention_triton", "float16 inputs: a float16 output, within 3e-3")
 def triton_half(student, ref, rng):
     same_as_exact(student, ref, rng, 33, 33, 16, causal=True, dtype=torch.float16, tolerance=TRITON16)

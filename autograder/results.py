@@ -7,10 +7,11 @@ bounded when it is set, and a notebook keeps at most MAX_NOTES notes, so no subm
 a result, a journal entry or a feedback page large."""
 from dataclasses import asdict, dataclass, field
 
-from .text import bounded
+from .text import bounded, shortened
 
 MAX_NOTES = 20   # a notebook of 10,000 failing cells needs one line that says so, not 10,000
 MAX_NOTEBOOK_TEXT = 30_000   # characters of a notebook's messages and notes together
+SUMMARY_LIMIT = 500   # characters of an exercise's message in grades.csv (the feedback page has it whole)
 
 
 class _Bounded:
@@ -100,7 +101,7 @@ class Graded(_Bounded):
 
     def rows(self):
         for e in self.exercises:
-            yield self.student, self.assignment, e.name, e.score, e.max_score, e.summary[:500]
+            yield self.student, self.assignment, e.name, e.score, e.max_score, shortened(e.summary, SUMMARY_LIMIT)
 
     @classmethod
     def not_graded(cls, student, assignment, exercises, reason, checks_of=lambda exercise: []):

@@ -231,6 +231,12 @@ def notebook_block(path, assignment, submission, errors, at, inputs):
     return block
 
 
+def short_name(rule):
+    """A rule's name up to its first colon: what it is (`keeps the input's device`, `trainable`),
+    without the inputs it is checked on, which its failure message names."""
+    return rule.split(": ", 1)[0]
+
+
 def exercise_block(e, submission, errors, missing, number, check_index, released, inputs, rules, behind):
     """`rules`: [(rule, failure or "")] of the rules its text states; `behind`: the exercises before
     it that have a problem, which its failing tests may come from."""
@@ -264,7 +270,7 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
             failed(f"a rule its text states, {rule}: {failure}")
     if rules and not any(failure for _, failure in rules):
         block.add(OK, f"the rule{'s' if len(rules) > 1 else ''} its text states, which the grader checks too, "
-                      f"hold{'' if len(rules) > 1 else 's'} ({len(rules)})")
+                      f"hold{'' if len(rules) > 1 else 's'}: {'; '.join(short_name(rule) for rule, _ in rules)}")
     lost = [name for name in e.defines if name in missing]
     if lost:
         block.add(FAIL, f"{', '.join(lost)}: not defined once the notebook has run, and the grader calls it by this "

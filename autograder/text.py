@@ -33,6 +33,18 @@ def bounded(text, limit=LIMIT):
     return text
 
 
+def shortened(text, limit):
+    """At most `limit` characters for a field that shows a message's start (a grades.csv cell): cut
+    at the last space before the limit, never inside a word, and ended by an ellipsis."""
+    if len(text) <= limit:
+        return text
+    kept = text[:limit - 1]
+    space = kept.rfind(" ")
+    if space > limit // 2:  # a word longer than half the field (a path, a tensor's values) is cut inside
+        kept = kept[:space]
+    return kept.rstrip(" ,;:") + "…"
+
+
 def visible(text, newlines=False):
     """Control characters written as escapes (`\\x1b`), so they show instead of acting."""
     pattern = _CONTROL_BUT_NEWLINE if newlines else _ANY_CONTROL

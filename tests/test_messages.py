@@ -118,3 +118,18 @@ def test_the_feedback_page_shows_the_messages(tmp_path):
             "query.bias, query.weight, which the grader&#x27;s state lacks") in renamed.replace("&#39;", "&#x27;")
     no_out_proj = (tmp_path / "out" / "feedback" / "no-out-proj" / f"{a}.html").read_text()
     assert "the final outputs differ. Look at out_proj, applied once to the merged heads" in no_out_proj
+
+
+def test_a_long_message_is_cut_in_grades_csv_at_a_word_with_an_ellipsis():
+    """Issue 30 §10: grades.csv cut a message mid-word ("…: the "); the feedback page has it whole."""
+    from autograder.results import SUMMARY_LIMIT, CheckResult, ExerciseResult, Graded
+    from autograder.text import shortened
+    message = "apply_rope(x float32 tensor of shape (2, 3, 5, 8)) returned " + "the wrong values again " * 40
+    graded = Graded("ada", "08-transformer", [ExerciseResult("apply_rope", 2.0, [CheckResult("rotates", 0.0, 2.0, message)])])
+    (*_, cell), = graded.rows()
+    assert len(cell) <= SUMMARY_LIMIT and cell.endswith("…") and not cell.endswith(" …")
+    whole = graded.exercises[0].summary
+    kept = cell[:-1]
+    assert whole.startswith(kept) and whole[len(kept)] == " "  # the cut is between two words
+    assert shortened("short", 500) == "short"
+    assert shortened("x" * 600, 500) == "x" * 499 + "…"  # one word longer than the field: cut inside it

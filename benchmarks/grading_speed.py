@@ -61,10 +61,23 @@ def print_breakdown(folder, notebooks):
         f"{a} {sum(by_assignment[a].values()) / counted[a]:.2f}" for a in sorted(counted)))
 
 
+CPU = {"seconds": 0.0}  # the last command's CPU seconds
+
+
+def children_cpu():
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(command, env_extra=None, **kwargs):
+    """The command's wall seconds; its CPU seconds (with every descendant that was waited for) in CPU.
+    On a busy machine the wall time grows with the other load and the CPU time much less: the two
+    ratios side by side say how much of a gap is the machine's."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **{k: str(v) for k, v in (env_extra or {}).items()})
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     subprocess.run([str(c) for c in command], check=True, capture_output=True, env=env, **kwargs)
+    CPU["seconds"] = children_cpu() - cpu
     return time.perf_counter() - start
 
 
@@ -91,8 +104,9 @@ def main():
         (course / "profile").mkdir()
         ours = timed([BIN / "python", "-m", "autograder", "grade", course / "submitted", "--out", course / "ours",
                       "-j", args.jobs, "--quiet"], cwd=REPO, env_extra={"AUTOGRADER_PROFILE": course / "profile"})
+        our_cpu = CPU["seconds"]
         print(f"autograder: {ours:7.1f} s  ({ours / notebooks:.2f} s per notebook; "
-              f"{ours / 60:.1f} min for the class)")
+              f"{ours / 60:.1f} min for the class); CPU {our_cpu:.1f} s ({our_cpu / notebooks:.2f} s per notebook)")
         print_breakdown(course / "profile", notebooks)
         if args.skip_nbgrader:
             return
@@ -100,13 +114,14 @@ def main():
         flags = [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course}/gradebook.db"]
         for a in args.assignments:
             timed([BIN / "nbgrader", "generate_assignment", a, "--force", *flags], cwd=REPO)
-        theirs = 0.0
+        theirs = their_cpu = 0.0
         for a in args.assignments:
             seconds = timed([BIN / "nbgrader", "autograde", a, "--create", "--force", *flags], cwd=REPO)
-            print(f"  nbgrader autograde {a}: {seconds:7.1f} s  ({seconds / args.students:.2f} s per notebook)")
-            theirs += seconds
-        print(f"nbgrader:   {theirs:7.1f} s  ({theirs / notebooks:.2f} s per notebook)")
-        print(f"ratio nbgrader / autograder: {theirs / ours:.1f}x")
+            print(f"  nbgrader autograde {a}: {seconds:7.1f} s  ({seconds / args.students:.2f} s per notebook; "
+                  f"CPU {CPU['seconds'] / args.students:.2f} s)")
+            theirs, their_cpu = theirs + seconds, their_cpu + CPU["seconds"]
+        print(f"nbgrader:   {theirs:7.1f} s  ({theirs / notebooks:.2f} s per notebook); CPU {their_cpu:.1f} s")
+        print(f"ratio nbgrader / autograder: {theirs / ours:.1f}x wall, {their_cpu / our_cpu:.1f}x CPU")
         print(f"load average after: {load()}")
     finally:
         shutil.rmtree(course, ignore_errors=True)

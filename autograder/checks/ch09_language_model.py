@@ -377,9 +377,11 @@ def train_options(student, ref, rng):
 # ---- filter_logits ----------------------------------------------------------------------------
 
 def logits_cases(rng):
-    ties = torch.from_numpy(np.round(rng.normal(0, 1, (3, 12)), 1)).float()  # repeated values: ties at the k-th
+    ties = torch.from_numpy(np.round(rng.normal(0, 1, (3, 12)), 1)).float()
+    ties[:, :4] = torch.tensor([3.0, 1.5, 1.5, 1.5])  # the 2nd to 4th largest tie (the rest is below 1.5)
+    ties[:, 4:] = ties[:, 4:].clamp(max=1.0)
     return [call(tensor(rng, (2, 10), scale=2.0), temperature=0.7),
-            call(ties, top_k=4), call(ties, top_k=1), call(ties, top_k=50),
+            call(ties, top_k=2), call(ties, top_k=5), call(ties, top_k=1), call(ties, top_k=50),
             call(tensor(rng, (4, 16), scale=2.0), top_p=0.8), call(tensor(rng, (2, 9)), top_p=0.0),
             call(tensor(rng, (2, 9)), top_p=1.0),
             call(tensor(rng, (2, 3, 20), scale=2.0), temperature=1.3, top_k=6, top_p=0.7),
@@ -463,7 +465,7 @@ def module_sizes(config):
        "the reference's tokens; seed=0 samples too", weight=0.75)
 def sampled(student, ref, rng):
     pair = lm_pair(student, ref, GEN_LM, rng, scale=0.8)
-    generated(student, ref, rng, pair, [4, 2], 6, temperature=0.9, top_k=8, top_p=0.95, seed=11)
+    generated(student, ref, rng, pair, [4, 2, 5], 8, temperature=0.9, top_k=4, top_p=0.6, seed=11)
     generated(student, ref, rng, pair, [3, 3, 1], 4, temperature=1.5, seed=0)
 
 

@@ -237,6 +237,9 @@ def llama_copied(student, ref, rng):
     block = student.call("block_from_llama", standin, keep=True, _label=label)
     x = tensor(rng, (2, 4, 16))
     expected = llama_output(layer, rotary, x, causal(2, 4))
+    expect_same(student.call(block, x, _label=label), plain(expected), f"{label} on x {describe(x)}, before the "
+                "layer's tensors change (whether the block holds copies is judged on a block whose outputs are right)",
+                rtol=1e-5, atol=1e-5)
     state = student.call(standin, method="state_dict", keep=True, _label="layer.state_dict()")
     for name in layer.state_dict():
         tensor_ = student.call(state, name, method="__getitem__", keep=True, _label=f"layer.state_dict()[{name!r}]")

@@ -3,7 +3,8 @@
 load → run sandboxed → check → report, as `grade` does, with one difference: each exercise's
 original check cell (its visible asserts, from the source notebook) runs where the student's
 notebook has it. Then the rules each exercise's text states (`autograder.stated`, which `grade`
-charges as checks of that exercise) run on the notebook's own functions. The report says, per
+charges as checks of that exercise; the device rule among them, `stated/device.py`) run on the
+notebook's own functions. The report says, per
 exercise, what can cost points at grading. It never runs the hidden checks: of an exercise it
 knows only its name, points and the names its reference cell defines (`notebook.exercises`), and
 it imports nothing of `autograder.checks` (a student's copy of the course does not have it).

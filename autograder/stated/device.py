@@ -104,6 +104,9 @@ class DeviceRule:
     cases: callable  # cases(make, rng) -> [[On]]
 
     def run(self, student, rng=None, env=OwnCode()):
+        """Each sequence of `cases` on meta, then on the CPU (fresh objects each time), compared call
+        by call; then `env.values` (`grade`: the reference's values on the CPU). `rng`: the run
+        seed's, as `check` draws it, unless `grade` gives its own."""
         rng = rng if rng is not None else rng_for(f"{self.assignment}/{self.exercise}/{self.name}", secret=True)
         for sequence in self.cases(Maker(student, rng, env), rng):
             on_meta, on_cpu = _run(student, sequence, "meta"), _run(student, sequence, "cpu")

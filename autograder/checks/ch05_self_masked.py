@@ -147,10 +147,34 @@ def layer_cache(student, ref, rng):
     label = pair.label.removesuffix(", on ")
     for start, stop in ((0, 3), (3, 4), (4, 6)):
         got = student.call(pair.handle, x[:, start:stop], cache, _label=f"{label} with a KVCache holding {start} tokens")
-        expect_same(got, plain(expected[:, start:stop]),
-                    f"{label}, fed x {describe(x)} in pieces through one KVCache: outputs {span(start, stop)}, "
-                    f"against feeding x whole (mask the new queries with causal_mask(N_new, N_past + N_new))",
-                    **FLOAT32)
+        try:
+            expect_same(got, plain(expected[:, start:stop]), f"{label}, fed x {describe(x)} in pieces through one "
+                        f"KVCache: outputs {span(start, stop)}, against feeding x whole", **FLOAT32)
+        except CheckFailure as failure:
+            said = cache_evidence(ref, pair.module, x, start, stop, got)
+            raise CheckFailure(f"{failure}" + (f": {said}" if said else "")) from None
+
+
+def cache_evidence(ref, module, x, start, stop, got):
+    """What the outputs of tokens start ... stop - 1, fed after the `start` before them, show, or "":
+    the cache not used (the new tokens alone), or the new queries masked top-left."""
+    with torch.no_grad():
+        alone = module(x[:, start:stop])
+        q, k, v = (ref.split_heads(proj(x[:, a:stop]), module.num_heads)
+                   for proj, a in ((module.q_proj, start), (module.k_proj, 0), (module.v_proj, 0)))
+        top_left = torch.ones(stop - start, stop, dtype=torch.bool).tril()  # query i sees keys 0 ... i
+        out, _ = ref.attention(q, k, v, top_left)
+        top_left = module.out_proj(ref.merge_heads(out))
+    fits = lambda value: torch.allclose(torch.as_tensor(np.asarray(got)), value, rtol=1e-4, atol=1e-5)  # noqa: E731
+    if not isinstance(got, (np.ndarray, torch.Tensor)) or tuple(np.shape(got)) != tuple(alone.shape):
+        return ""
+    if start > 0 and fits(alone):
+        return ("they are the outputs of the new tokens alone: the cached keys and values were not used "
+                "(k, v = cache.append(k, v), then attention over all of them)")
+    if start > 0 and fits(top_left):
+        return (f"the new queries are masked top-left (query i sees keys 0 ... i): with {start} tokens cached, query i "
+                "sees keys up to N_past + i, causal_mask(N_new, N_past + N_new) (is_causal aligns top-left)")
+    return ""
 
 
 stated_checks("CausalSelfAttention")  # gradients reach every parameter: autograder/stated/ch05_self_masked.py
@@ -230,12 +254,15 @@ def fresh_lm(student, ref, vocab, seed):
     return handle, module
 
 
-def held_out_loss(module, held_out, n_windows=200):
+def held_out_loss(module, held_out, n_windows=200, shift=1):
+    """The module's loss on held-out windows, each token's target the one `shift` after it (0: the
+    token itself, what a model trained on unshifted targets predicts)."""
     n = module.context
     windows = held_out[: n_windows * (n + 1)].reshape(n_windows, n + 1)
     with torch.no_grad():
         logits = module(windows[:, :-1])
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), windows[:, 1:].reshape(-1)).item()
+    targets = windows[:, shift:shift + n]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)).item()
 
 
 @check("train_lm", f"a small TinyLM trained {STEPS} steps from the grader's seed with your loop ends at least "
@@ -251,12 +278,14 @@ def trains(student, ref, rng):
     expect_true(not lacking, f"after train_lm the model's state_dict lacks {', '.join(lacking)}")
     module.load_state_dict({name: torch.as_tensor(np.asarray(state[name])) for name in names})
     loss = held_out_loss(module, held_out)
-    expect_true(loss <= unigram - MARGIN,
-                f"after train_lm(model, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1) the model's loss on "
-                f"held-out text is {loss:.3f} nats; the unigram baseline is {unigram:.3f}, and a working loop gets "
-                f"below {unigram - MARGIN:.3f}. The usual causes: targets that are not the inputs shifted by one; "
-                "gradients not zeroed every step; the same windows drawn at every step (from a generator made or "
-                "seeded again inside the loop, instead of once before it)")
+    if loss > unigram - MARGIN:
+        copies = held_out_loss(module, held_out, shift=0)
+        raise CheckFailure(f"after train_lm(model, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1) the model's "
+                           f"loss on held-out text is {loss:.3f} nats; the unigram baseline is {unigram:.3f}, and a "
+                           f"working loop gets below {unigram - MARGIN:.3f}" + (
+                               f". It predicts the token it is given instead (loss {copies:.3f} with each token as its "
+                               "own target): the targets are the window shifted by one" if copies < unigram - MARGIN
+                               else " (the recipe's check compares its losses, step by step, with the recipe's)"))
 
 
 @check("train_lm", "the losses are the recipe's: `steps` floats, the windows drawn from the seed's generator (seed 0, "

@@ -254,11 +254,12 @@ def fresh_lm(student, ref, vocab, seed):
     return handle, module
 
 
-def held_out_loss(module, held_out, n_windows=200, shift=1):
-    """The module's loss on held-out windows, each token's target the one `shift` after it (0: the
-    token itself, what a model trained on unshifted targets predicts)."""
+def held_out_loss(module, held_out, n_windows=200, shift=1, windows=None):
+    """The module's loss on held-out windows (or on `windows`), each token's target the one `shift`
+    after it (0: the token itself, what a model trained on unshifted targets predicts)."""
     n = module.context
-    windows = held_out[: n_windows * (n + 1)].reshape(n_windows, n + 1)
+    if windows is None:
+        windows = held_out[: n_windows * (n + 1)].reshape(n_windows, n + 1)
     with torch.no_grad():
         logits = module(windows[:, :-1])
     targets = windows[:, shift:shift + n]
@@ -279,13 +280,27 @@ def trains(student, ref, rng):
     module.load_state_dict({name: torch.as_tensor(np.asarray(state[name])) for name in names})
     loss = held_out_loss(module, held_out)
     if loss > unigram - MARGIN:
-        copies = held_out_loss(module, held_out, shift=0)
         raise CheckFailure(f"after train_lm(model, data, {STEPS}, batch_size={BATCH}, lr={LR}, seed=1) the model's "
                            f"loss on held-out text is {loss:.3f} nats; the unigram baseline is {unigram:.3f}, and a "
-                           f"working loop gets below {unigram - MARGIN:.3f}" + (
-                               f". It predicts the token it is given instead (loss {copies:.3f} with each token as its "
-                               "own target): the targets are the window shifted by one" if copies < unigram - MARGIN
-                               else " (the recipe's check compares its losses, step by step, with the recipe's)"))
+                           f"working loop gets below {unigram - MARGIN:.3f}" + training_evidence(module, train, held_out,
+                                                                                                unigram, loss))
+
+
+def training_evidence(module, train, held_out, unigram, loss):
+    """What a model trained by a failing loop shows, or "": it predicts its own input (targets not
+    shifted), or it fits the first step's windows alone (the same windows drawn at every step)."""
+    copies = held_out_loss(module, held_out, shift=0)
+    if copies < unigram - MARGIN:
+        return (f". It predicts the token it is given instead (loss {copies:.3f} with each token as its own target): "
+                "the targets are the window shifted by one")
+    n = module.context
+    starts = torch.randint(0, len(train) - n, (BATCH,), generator=torch.Generator().manual_seed(1))  # the recipe's first
+    first = held_out_loss(module, held_out, windows=torch.stack([train[s:s + n + 1] for s in starts.tolist()]))
+    if first < loss - 1.0:
+        return (f". It fits the windows of the first step (loss {first:.3f} on them) and little else: the same windows "
+                "were drawn at every step, from a generator made or seeded again inside the loop, instead of once "
+                "before it")
+    return " (the recipe's check compares its losses, step by step, with the recipe's)"
 
 
 @check("train_lm", "the losses are the recipe's: `steps` floats, the windows drawn from the seed's generator (seed 0, "

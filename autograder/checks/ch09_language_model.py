@@ -171,6 +171,8 @@ def parameter_id(student, model, name, label):
        weight=0.5)
 def init_keeps_tie(student, ref, rng):
     state, model, label = initialised(student, (64, 32, 2, 4, 2, 48), None, rng)
+    # judged on an initialisation that happened: a function that does nothing leaves the tie too
+    expect_normal(state["embed.weight"], 0.02, "embed.weight", label + " (the tie is judged on a model initialised)")
     expect_true(parameter_id(student, model, "lm_head.weight", label) == parameter_id(student, model, "embed.weight",
                                                                                      label),
                 f"{label}: afterwards model.lm_head.weight is no longer model.embed.weight: change the parameters' "

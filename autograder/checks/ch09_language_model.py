@@ -482,6 +482,60 @@ def sampled(student, ref, rng):
     generated(student, ref, rng, pair, [3, 1], 3, temperature=1.5, seed=0)
 
 
+class GraderLlama:
+    """The grader's side of `_GraderLlama`: its LlamaLM, one list of caches per list the student
+    passes, and every call's number of tokens, counted here where the student cannot reach. Bounded:
+    the batch, the tokens, the calls and the caches kept (a student cannot make the grader work or
+    keep more than a correct `generate` needs, many times over)."""
+    MAX_BATCH, MAX_TOKENS, MAX_CALLS, MAX_CACHES = 8, 16, 32, 4
+
+    def __init__(self, ref, module):
+        self.ref, self.module, self.caches, self.fed = ref, module, {}, []
+
+    def __call__(self, tokens, positions, mask, cache_ids):
+        expect_true(isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[0] <= self.MAX_BATCH
+                    and tokens.shape[1] <= self.MAX_TOKENS and not tokens.is_floating_point(),
+                    f"the model was fed {describe(tokens)}: expected token ids of shape (batch, n), batch <= "
+                    f"{self.MAX_BATCH}, n <= {self.MAX_TOKENS}")
+        for what, value in (("positions", positions), ("mask", mask)):
+            expect_true(value is None or (isinstance(value, torch.Tensor) and value.numel() <= 4 * self.MAX_BATCH
+                                          * self.MAX_TOKENS), f"the model was given {what} {describe(value)}")
+        expect_true(len(self.fed) < self.MAX_CALLS, f"the model was called more than {self.MAX_CALLS} times")
+        self.fed.append(int(tokens.shape[-1]))
+        with torch.no_grad():
+            if cache_ids is None:
+                return self.module(tokens, positions, mask)
+            key = tuple(cache_ids)
+            expect_true(key in self.caches or len(self.caches) < self.MAX_CACHES,
+                        f"the model was given more than {self.MAX_CACHES} different lists of caches")
+            caches = self.caches.setdefault(key, [self.ref.KVCache() for _ in self.module.layers])
+            return self.module(tokens, positions, mask, caches)
+
+
+@check("generate", "the caches used: the model is fed the whole padded prompt once, then one token per call",
+       weight=0.5)
+def cache_used(student, ref, rng):
+    use_with_probe(student, "_GraderLlama")
+    with torch.random.fork_rng(devices=[]):
+        module = ref.LlamaLM(*GEN_LM).eval()
+    module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.8) for n, p in module.state_dict().items()})
+    model = GraderLlama(ref, module)
+    student.process.callbacks["llamalm"] = model
+    batch = prompts(rng, GEN_LM[0], [4, 2])
+    try:
+        probe = student.call("_GraderLlama", GEN_LM[2], keep=True, _label="the model")
+        got = student.call("generate", probe, batch, 5, _label="generate(model, prompts of lengths [4, 2], 5)")
+    finally:
+        student.process.callbacks.pop("llamalm")
+    fed = model.fed
+    expect_true(fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 4 <= len(fed) - 1 <= 5 and len(model.caches) == 1,
+                f"generate(model, prompts of lengths [4, 2], 5) fed the model {describe(fed)} tokens per call"
+                f"{'' if len(model.caches) <= 1 else f', with {len(model.caches)} different lists of caches'}; with "
+                "one list of caches it should feed the padded prompt once (4 tokens), then only the one new token "
+                "each call: [4, 1, 1, 1, 1]")
+    expect_same(got, plain(ref.generate(module, batch, 5)), "generate(model, prompts of lengths [4, 2], 5)")
+
+
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/ch09_language_model.py), and `check`
 # runs them; here, what the same calls must give on the CPU, against the reference.

@@ -66,5 +66,19 @@ def llama_for_causal_lm(namespace, standins, ask):
     return _LlamaForCausalLM
 
 
+def grader_llama(namespace, standins, ask):
+    """Chapter 9: what generate is given: a LlamaLM whose every forward the grader computes and counts."""
+    torch = sys.modules["torch"]
+
+    class _GraderLlama(torch.nn.Module):
+        def __init__(self, num_layers):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
+
+        def forward(self, tokens, positions=None, mask=None, caches=None):
+            return ask("llamalm", tokens, positions, mask, None if caches is None else [id(c) for c in caches])
+    return _GraderLlama
+
+
 PROBES = {"_GraderModel": grader_model, "_grader_kernel": kernel_by_name, "_GraderFitProbe": fit_probe,
-          "_LlamaLayer": llama_layer, "_LlamaForCausalLM": llama_for_causal_lm}
+          "_LlamaLayer": llama_layer, "_LlamaForCausalLM": llama_for_causal_lm, "_GraderLlama": grader_llama}

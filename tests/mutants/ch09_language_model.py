@@ -295,6 +295,10 @@ WRONG = {
                                  "logits = model(chosen, positions, None, caches)[:, -1]"),
         "sampled_without_top_k_and_top_p": _edit(GENERATE, "filter_logits(logits, temperature, top_k, top_p)",
                                                  "logits / temperature"),
+        "whole_sequence_each_step_without_caches": _edit(GENERATE, """            positions = positions[:, -1:] + 1
+            logits = model(chosen, positions, real[:, None, None, :], caches)[:, -1]""", """            positions = torch.cat([positions, positions[:, -1:] + 1], dim=1)
+            tokens = torch.cat([tokens, chosen], dim=1)
+            logits = model(tokens, positions, real[:, None, None, :])[:, -1]"""),
         "positions_made_on_the_cpu": _edit(GENERATE, "positions = (torch.arange(longest, device=device) - pads[:, None]).clamp(min=0)",
                                            "positions = (torch.arange(longest) - pads[:, None].cpu()).clamp(min=0).to(device)"),
     },

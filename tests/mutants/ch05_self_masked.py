@@ -333,11 +333,12 @@ class TinyLM(nn.Module):
         self.blocks = nn.ModuleList(Block(embed_dim, num_heads) for _ in range(num_layers))
         self.norm = nn.LayerNorm(embed_dim)
         self.head = nn.Linear(embed_dim, vocab_size)
+        self.register_buffer("positions", torch.arange(context))  # persistent: a buffer beside the parameters
 
     def forward(self, tokens, caches=None):
         caches = caches or [None] * len(self.blocks)
         seen = 0 if caches[0] is None or caches[0].k is None else caches[0].k.shape[-2]
-        x = self.token_embedding(tokens) + self.position_embedding.weight[seen:seen + tokens.shape[1]]
+        x = self.token_embedding(tokens) + self.position_embedding(self.positions[seen:seen + tokens.shape[1]])
         for block, cache in zip(self.blocks, caches):
             x = block(x, cache)
         return self.head(self.norm(x))

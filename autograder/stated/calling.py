@@ -175,8 +175,10 @@ def _backward_gradients(student, module, loss, names, label, what):
     try:
         student.call(loss, method="backward", _label=what)
     except StudentError as error:
-        raise CheckFailure(f"{error}: the output carries no gradient graph back to the parameters (no "
-                           "torch.no_grad(), .detach() or .data between them and the output)") from None
+        graphless = "does not require grad" in str(error)  # PyTorch's words for an output with no graph
+        raise CheckFailure(f"{error}" + (": the output carries no gradient graph back to the parameters (no "
+                                         "torch.no_grad(), .detach() or .data between them and the output)"
+                                         if graphless else "")) from None
     grads = {name: student.call(student.call(module, name, method="get_parameter", keep=True, _label=f"{label}.{name}"),
                                 "grad", method="__getattribute__", _label=f"{label}.{name}.grad") for name in names}
     missing = [n for n, g in grads.items() if g is None]

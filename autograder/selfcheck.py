@@ -214,7 +214,7 @@ def notebook_block(path, assignment, submission, errors, at, inputs):
     if submission.explore:
         numbers = ", ".join(map(str, submission.explore))
         block.add(NOTE, f"code cell{'s' if len(submission.explore) > 1 else ''} {numbers}: tagged `explore`, not run "
-                        "here nor at grading; your exercises must not need what they define")
+                        "here nor by the autograder (nbgrader runs them); your exercises must not need what they define")
     for warning in submission.warnings:
         if not warning.startswith("test cells "):  # deleted test cells: said in their exercises' blocks
             block.add(NOTE, warning)

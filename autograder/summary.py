@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .files import atomic_write
 from .report import shown
-from .text import for_csv_cell, for_terminal
+from .text import for_csv_cell, for_terminal, shortened
 
 COLUMNS = ["assignment", "exercise", "max_score", "students", "mean_score", "lost_points",
            "not_graded", "most_common_failure", "failure_count", "example_message"]
@@ -86,7 +86,7 @@ def write_summary(graded_list, out_dir, late=None):
         name, count, message = s.most_common() or ("", 0, "")
         row = [for_csv_cell(s.assignment), for_csv_cell(s.exercise), shown(s.max_score), s.students,
                shown(s.mean_score), s.lost_points, s.not_graded, for_csv_cell(name), count,
-               for_csv_cell(message[:300])]
+               for_csv_cell(shortened(message, 300))]
         if late is not None:
             late_students, mean = penalties[s.assignment, s.exercise]
             row += [late_students, shown(mean)]

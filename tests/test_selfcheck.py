@@ -56,7 +56,7 @@ def test_the_reference_solution_is_ready(tmp_path):
     text, status = check(write(filled_notebook(A), tmp_path / f"{A}.ipynb"))
     assert status == 0, text
     assert "FAIL" not in text and "All 5 exercises ready" in text.splitlines()[-1]
-    assert "tagged `explore`, not run here nor at grading" in block(text, "Notebook")
+    assert "tagged `explore`, not run here nor by the autograder (nbgrader runs them)" in block(text, "Notebook")
     for name in NAMES:
         assert "ok    visible tests pass" in block(text, name) and f"ok    defines {name}" in block(text, name)
 

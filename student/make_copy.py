@@ -61,6 +61,14 @@ def student_requirements():
     return requirements.for_students() + requirements.lines(FRONT_END) + ["-e ."]
 
 
+BINDER_START = """#!/bin/bash
+# transformers' progress bars warn "IProgress not found" in a kernel without ipywidgets: harmless,
+# and it looks like a problem
+export PYTHONWARNINGS="${PYTHONWARNINGS:+$PYTHONWARNINGS,}ignore:IProgress not found"
+exec "$@"
+"""
+
+
 def binder_requirements():
     """binder/requirements.txt, as lines: Binder reads it instead of requirements.txt. PyTorch's
     CPU build (PyPI's torch is the CUDA build, several GB) and the course's pins; no Jupyter (Binder
@@ -150,6 +158,9 @@ def make_copy(dest):
     (dest / "binder" / "requirements.txt").write_text(
         "# Binder's set-up (read instead of ../requirements.txt): PyTorch's CPU build, the course's pins\n"
         + "\n".join(binder_requirements()) + "\n", encoding="utf-8")
+    start = dest / "binder" / "start"  # Binder runs it before Jupyter, as `make notebook` sets the same
+    start.write_text(BINDER_START, encoding="utf-8")
+    start.chmod(0o755)
     make_repository(dest, repository["branch"], repository["url"])
     return dest
 

@@ -118,6 +118,10 @@ def test_the_copy_is_the_students_repository_with_no_private_line(copy):
     binder = [line for line in (copy / "binder" / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
     assert binder == make_copy.binder_requirements()
     assert binder[0] == "--extra-index-url https://download.pytorch.org/whl/cpu" and "torch==2.13.0" in binder
+    # binder/start, run before Jupyter there: transformers' "IProgress not found" is not shown, other warnings are
+    warn = "import warnings; warnings.warn('IProgress not found. Please update jupyter'); warnings.warn('other')"
+    shown = subprocess.run([str(copy / "binder" / "start"), sys.executable, "-c", warn], capture_output=True, text=True)
+    assert "binder/start" in tracked and shown.returncode == 0 and "IProgress" not in shown.stderr and "other" in shown.stderr
     # the launch buttons open <repository>/<branch>/notebooks/<a>/<a>.ipynb: every exercises page's notebook
     for name in student_notebooks():
         assert f"{name}.ipynb" in tracked, f"the launch button of {name} would open a missing notebook"

@@ -195,8 +195,19 @@ CONFIGS = [dict(vocab_size=40, dim=16, num_layers=2, num_heads=4, num_kv_heads=2
                 tie_embeddings=False)]                                                      # Llama 3 8B
 
 
-equals("count_parameters", "an int: the parameters of LlamaLM(**config), tied and untied, grouped queries, and Llama 2 "
-       "7B and 70B, Llama 3 8B", "count_parameters", lambda rng: [call(c) for c in CONFIGS])
+def expect_int(student, ref, target, *args):
+    """The student's target(config, ...) is the reference's int; the message shows the whole config
+    (`describe` shortens a dict of more than six items)."""
+    shown = f"{target}({', '.join(repr(a) for a in args)})"
+    got, expected = student.call(target, *args, _label=shown), getattr(ref, target)(*args)
+    expect_true(type(got) is int and got == expected, f"{shown} returned {describe(got)}, expected the int {expected:,}")
+
+
+@check("count_parameters", "an int: the parameters of LlamaLM(**config), tied and untied, grouped queries, and Llama 2 "
+       "7B and 70B, Llama 3 8B")
+def counts(student, ref, rng):
+    for config in CONFIGS:
+        expect_int(student, ref, "count_parameters", config)
 
 
 @check("count_parameters", "count_parameters of small configurations equals the parameters of the model built, "
@@ -205,15 +216,17 @@ def count_built(student, ref, rng):
     for config in CONFIGS[:3]:
         with torch.random.fork_rng(devices=[]):
             built = sum(p.numel() for p in ref.LlamaLM(**config).parameters())
-        got = student.call("count_parameters", config)
-        expect_true(got == built, f"count_parameters({config}) returned {describe(got)}; LlamaLM(**config) has "
+        got = student.call("count_parameters", config, _label=f"count_parameters({config!r})")
+        expect_true(got == built, f"count_parameters({config!r}) returned {describe(got)}; LlamaLM(**config) has "
                     f"{built:,} parameters")
 
 
-equals("count_parameters", "train_flops_per_token: an int, 6 N (non-embedding) + 6 num_layers context d_attn, tied "
-       "and untied, several contexts", "train_flops_per_token",
-       lambda rng: [call(CONFIGS[0], 8), call(CONFIGS[1], 16), call(CONFIGS[2], 1), call(CONFIGS[3], 4096),
-                    call(CONFIGS[4], 4096), call(CONFIGS[5], 8192)])
+@check("count_parameters", "train_flops_per_token: an int, 6 N (non-embedding) + 6 num_layers context d_attn, tied "
+       "and untied, several contexts")
+def flops(student, ref, rng):
+    for config, context in zip(CONFIGS, (8, 16, 1, 4096, 4096, 8192)):
+        expect_int(student, ref, "train_flops_per_token", config, context)
+
 
 stated_checks("count_parameters")  # Llama 2 7B: autograder/stated/ch09_language_model.py
 

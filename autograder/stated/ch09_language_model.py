@@ -71,7 +71,7 @@ LLAMA_2_7B = dict(vocab_size=32000, dim=4096, num_layers=32, num_heads=32, num_k
 @stated(ASSIGNMENT, "count_parameters", "Llama 2 7B's published configuration: 6,738,415,616 parameters, an int",
         weight=0.5)
 def llama_2_7b(student, rng):
-    got = student.call("count_parameters", dict(LLAMA_2_7B))
+    got = student.call("count_parameters", dict(LLAMA_2_7B), _label=f"count_parameters({LLAMA_2_7B})")
     if not (isinstance(got, int) and not isinstance(got, bool) and got == 6_738_415_616):
         raise CheckFailure(f"count_parameters({LLAMA_2_7B}) returned {describe(got)}, expected the int "
                            "6,738,415,616: the embedding and the head (untied), and in each of the 32 blocks the "

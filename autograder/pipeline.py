@@ -310,7 +310,8 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
                     with ctrl_c.deferred():  # a result is journaled whole, or not at all
                         finish(i, graded)
             else:
-                pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker, initargs=(os.getpid(),))
+                pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker,
+                                           initargs=(os.getpid(), max(1, (os.cpu_count() or 1) // jobs)))
                 futures = {pool.submit(_grade_job, found[i], limits, seed): i for i in by_assignment}
                 for future in as_completed(futures):
                     with ctrl_c.deferred():
@@ -372,8 +373,12 @@ class _CtrlC:
             raise KeyboardInterrupt
 
 
-def _start_worker(parent):
-    """A worker of `-j N`: it dies with the grader's main process, and leaves Ctrl-C to it."""
+def _start_worker(parent, threads):
+    """A worker of `-j N`: it dies with the grader's main process, and leaves Ctrl-C to it. Its
+    share of the cores for torch (the stand-ins' and the checks' own tensors): N workers that each
+    ran one thread per core would fight over them."""
+    import torch
+    torch.set_num_threads(threads)
     lifeline.die_with_parent(parent)
     signal.signal(signal.SIGINT, lambda *_: None)  # a handler, not SIG_IGN: the student processes it starts get the default
     _warm_up()

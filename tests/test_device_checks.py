@@ -32,6 +32,10 @@ def double(x):
     return x * 2
 def returns_none(x):
     return None
+def breaks_on_meta(x):
+    if x.device.type == "meta":
+        raise RuntimeError("Attempting to broadcast a dimension of length 2")
+    return x
 def returns_input(x):
     return x
 def says_meta(x):
@@ -98,12 +102,22 @@ def test_a_right_call_passes(process):
     calls("good", torch.ones(3, 2)).run(Student(process))
 
 
-@pytest.mark.parametrize("name", ["reads_data", "says_meta"])
-def test_an_error_is_never_a_pass(process, name):
-    """Whatever it says: reading data on meta fails, as does an error that only claims to."""
+@pytest.mark.parametrize("name,told", [("reads_data", NO_DATA_HINT), ("says_meta", "on the CPU: the device rule compares")])
+def test_an_error_is_never_a_pass(process, name, told):
+    """Whatever it says: reading data on meta fails, as does an error that only claims to (it raises
+    on the CPU too, which is run first, and is told so)."""
     with pytest.raises(CheckFailure) as failed:
         calls(name, torch.ones(3)).run(Student(process))
-    assert NO_DATA_HINT in str(failed.value)
+    assert told in str(failed.value)
+
+
+def test_an_error_without_a_sign_of_a_device_is_not_blamed_on_a_cpu_tensor(process):
+    """A hint needs its evidence: "met a tensor made on the CPU" only where the error says so."""
+    with pytest.raises(CheckFailure) as failed:
+        calls("breaks_on_meta", torch.ones(3)).run(Student(process))
+    assert "made on the CPU" not in str(failed.value) and "where the same call on the CPU ran" in str(failed.value)
+    with pytest.raises(CheckFailure, match="met a tensor made on the CPU"):
+        calls("mixes", torch.ones(3)).run(Student(process))
 
 
 def test_no_tensor_and_another_layout_than_on_the_cpu_fail(process):

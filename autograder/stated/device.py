@@ -31,6 +31,7 @@ NO_DATA_HINT = ("PyTorch's meta device has no data, and the rule runs this call 
                 "a tensor's values in Python (.item(), float(), int(), bool(), if on a tensor, x[mask] with a boolean "
                 "mask); torch.where, masked_fill and comparisons keep the work on the tensors' device")
 COPIED = ("Cannot copy out of meta", "to numpy")
+MIXED = ("same device", "devices", "expected device", "device cpu")  # one_device's errors, and torch's own
 
 
 @dataclass
@@ -104,12 +105,14 @@ class DeviceRule:
     cases: callable  # cases(make, rng) -> [[On]]
 
     def run(self, student, rng=None, env=OwnCode()):
-        """Each sequence of `cases` on meta, then on the CPU (fresh objects each time), compared call
-        by call; then `env.values` (`grade`: the reference's values on the CPU). `rng`: the run
-        seed's, as `check` draws it, unless `grade` gives its own."""
+        """Each sequence of `cases` on the CPU, then on meta (fresh objects each time), compared call
+        by call (the CPU first: a call that fails there too tells nothing of devices); then
+        `env.values` (`grade`: the reference's values on the CPU). `rng`: the run seed's, as `check`
+        draws it, unless `grade` gives its own."""
         rng = rng if rng is not None else rng_for(f"{self.assignment}/{self.exercise}/{self.name}", secret=True)
         for sequence in self.cases(Maker(student, rng, env), rng):
-            on_meta, on_cpu = _run(student, sequence, "meta"), _run(student, sequence, "cpu")
+            on_cpu = _run(student, sequence, "cpu")
+            on_meta = _run(student, sequence, "meta")
             for run, meta, cpu in zip(sequence, on_meta, on_cpu):
                 what = f"{run.what()} with its inputs on the `meta` device"
                 if not tensor_devices(meta):  # None, a number: nothing was seen to keep the device
@@ -172,10 +175,17 @@ def _run(student, sequence, device):
             if any(text in str(error) for text in NO_DATA):
                 raise CheckFailure(f"{error}. With its inputs on PyTorch's `meta` device (it stands in for a GPU), "
                                    f"this call read a tensor's data, on the line named: {NO_DATA_HINT}") from None
-            happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into a "
-                        "tensor made on the CPU)" if any(t in str(error) for t in COPIED) else "met a tensor made on the CPU")
+            if any(t in str(error) for t in COPIED):
+                happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into "
+                            "a tensor made on the CPU), on the line named: ")
+            elif any(t in str(error) for t in MIXED):
+                happened = "met a tensor made on the CPU, on the line named: "
+            else:  # no sign of a device in the error: say only where it happened (a hint needs its evidence)
+                raise CheckFailure(f"{error}. That is with its inputs on PyTorch's `meta` device (it stands in for a "
+                                   "GPU), where the same call on the CPU ran: look at what differs between the two "
+                                   f"on the line named. {DEVICE_RULE}") from None
             raise CheckFailure(f"{error}. With its inputs on PyTorch's `meta` device (it stands in for a GPU), this "
-                               f"call {happened}, on the line named: {DEVICE_RULE}") from None
+                               f"call {happened}{DEVICE_RULE}") from None
     return layouts
 
 

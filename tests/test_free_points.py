@@ -46,6 +46,10 @@ INIT_ONLY = {
     "06-nadaraya-watson": ["one parameter, log_bandwidth: a float64 scalar holding log h"],
     "08-transformer": ["q_proj (D, H*d_h), k_proj and v_proj (D, G*d_h), o_proj: no biases, no other parameter",
                        "attn_norm, attention, mlp_norm, gate_proj, up_proj, down_proj, and no other parameter"],
+    "09-language-model": ["embed, layers (num_layers DecoderBlocks), norm, lm_head (dim -> vocab_size, no bias), "
+                          "and no other parameter",
+                          "tie_embeddings=True: lm_head.weight is embed.weight, one nn.Parameter (a copy is not a tie); "
+                          "tie_embeddings=False: two"],
 }
 HOLLOW_ASSIGNMENTS = [a for a in ASSIGNMENTS if a in INIT_ONLY]  # the chapters with classes
 

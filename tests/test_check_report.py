@@ -10,7 +10,7 @@ import time
 
 import nbformat
 import pytest
-from conftest import BIN, REPO
+from conftest import BIN, REPO, users_shell_env
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,10 @@ def copy(tmp_path_factory):
 
 
 def test_a_failing_make_check_ends_on_the_summary_in_the_students_copy(copy):
+    # as the student runs it, from their own shell (not inside `make test`: a nested make prints
+    # "make[1]: Leaving directory" after everything)
     result = subprocess.run(["make", "check", "NB=notebooks/01-weights/01-weights.ipynb"], cwd=copy,
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=users_shell_env())
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr
     assert "Error" not in result.stderr, result.stderr  # make's "*** [Makefile:..: check] Error 1" would be last
     assert result.stdout.splitlines()[-1] == "0 of 5 exercises ready; 5 problems to fix before you hand it in."

@@ -44,7 +44,8 @@ def test_a_stated_rule_draws_from_the_run_seed_and_a_hidden_check_does_not(seed)
 
 
 def test_grade_seeds_exactly_the_stated_rules():
-    """The rules `stated_checks` registers as checks are seeded by the run; the other checks are not."""
+    """The rules `stated_checks` and `device_checks` register as checks are seeded by the run; the other
+    checks are not."""
     import autograder.checks.core as core
     checks_module(A)
     real, taken = core.rng_for, []
@@ -61,7 +62,9 @@ def test_grade_seeds_exactly_the_stated_rules():
                 seen[check.name, e] = taken[0]
     finally:
         core.rng_for = real
-    rules = {(p.name, e) for e in ("MultiHeadAttention", "count_parameters") for p in stated.properties(A, e)}
+    from autograder.stated.device import device_rules
+    rules = {(p.name, e) for e in ("MultiHeadAttention", "count_parameters")
+             for p in [*stated.properties(A, e), *device_rules(A, e)]}  # the device rule is stated too
     assert rules and {key for key, secret in seen.items() if secret} == rules
     assert len(seen) > len(rules)
 

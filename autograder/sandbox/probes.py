@@ -6,6 +6,12 @@ current stand-ins (`standins.py`) and `ask(name, *args)`, a question to the grad
 import sys
 
 
+def _placeholders(count):
+    """`count` layers that compute nothing: a probe model's length, as the student's loop reads it."""
+    torch = sys.modules["torch"]
+    return torch.nn.ModuleList([torch.nn.Identity() for _layer in range(count)])
+
+
 def grader_model(namespace, standins, ask):
     """What chapter 5's `generate` is given: a TinyLM whose every forward the grader computes and counts."""
     torch = sys.modules["torch"]
@@ -13,7 +19,7 @@ def grader_model(namespace, standins, ask):
     class _GraderModel(torch.nn.Module):
         def __init__(self, num_layers):
             super().__init__()
-            self.blocks = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
+            self.blocks = _placeholders(num_layers)
 
         def forward(self, tokens, caches=None):
             return ask("tinylm", tokens, None if caches is None else [id(c) for c in caches])
@@ -73,7 +79,7 @@ def grader_llama(namespace, standins, ask):
     class _GraderLlama(torch.nn.Module):
         def __init__(self, num_layers):
             super().__init__()
-            self.layers = torch.nn.ModuleList(torch.nn.Identity() for _ in range(num_layers))
+            self.layers = _placeholders(num_layers)
 
         def forward(self, tokens, positions=None, mask=None, caches=None):
             return ask("llamalm", tokens, positions, mask, None if caches is None else [id(c) for c in caches])

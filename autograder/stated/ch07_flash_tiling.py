@@ -14,7 +14,7 @@ def exact_attention(q, k, v, causal=False, queries=None, rows=1024):
     all by default), `rows` queries at a time (N = 8192 fits)."""
     import torch
     q, k, v = q.double(), k.double(), v.double()
-    n_q, n_k = q.shape[-2], k.shape[-2]
+    n_k, n_q = k.shape[-2], q.shape[-2]
     positions = torch.arange(n_q)
     if queries is not None:
         q, positions = q[..., queries, :], positions[queries]

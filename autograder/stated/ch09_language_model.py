@@ -57,7 +57,7 @@ def lm_tie(student, rng):
                                                                                      label)
         if one != tie:
             raise CheckFailure(f"{label}: lm_head.weight {'is not' if tie else 'is'} embed.weight: "
-                               + ("tie them with self.lm_head.weight = self.embed.weight (the same Parameter; "
+                               + ("tie them: assign embed.weight to lm_head.weight (the same Parameter; "
                                   "nn.Parameter(self.embed.weight) or a copy makes a second one)" if tie else
                                   "untied, the head has its own weight"))
 

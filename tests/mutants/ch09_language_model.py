@@ -446,7 +446,8 @@ def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
 ''',
     "generate": '''
 def generate(model, prompts, n_new, temperature=0.0, top_k=None, top_p=None, seed=None):
-    """Positions from the mask's running count, as transformers computes them."""
+    """Positions from the mask's running count, as transformers computes them; every new token is
+    fed, the last one too (its logits go unused: the text allows it)."""
     device = prompts[0].device
     width = max(p.shape[0] for p in prompts)
     tokens = torch.zeros(len(prompts), width, dtype=torch.long, device=device)
@@ -458,19 +459,18 @@ def generate(model, prompts, n_new, temperature=0.0, top_k=None, top_p=None, see
     caches = [KVCache() for _ in range(len(model.layers))]
     generator = torch.Generator(device).manual_seed(seed) if seed is not None else None
     out = torch.zeros(len(prompts), n_new, dtype=torch.long, device=device)
-    fed = tokens
     with torch.no_grad():
+        logits = model(tokens, positions, mask[:, None, None, :], caches)[:, -1, :]
         for step in range(n_new):
-            logits = model(fed, positions, mask[:, None, None, :], caches)[:, -1, :]
             if temperature == 0:
                 token = logits.argmax(dim=-1)
             else:
                 probs = F.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
                 token = torch.multinomial(probs, num_samples=1, generator=generator)[:, 0]
             out[:, step] = token
-            fed = token[:, None]
             positions = positions[:, -1:] + 1
             mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.bool, device=device)], dim=1)
+            logits = model(token[:, None], positions, mask[:, None, None, :], caches)[:, -1, :]
     return out
 ''',
 }

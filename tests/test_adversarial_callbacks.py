@@ -1,4 +1,4 @@
-"""What a student's code asks the grader to compute is bounded (issue 28 §5).
+"""What a student's code asks the grader to compute is bounded (issue 28 §5), in chapters 5 and 9.
 
 A later exercise's code calls stand-ins of the earlier ones, and chapter 5's cache probe asks the
 grader for a TinyLM's forward: both run in the grader's own process. A flooder asks for the
@@ -20,6 +20,7 @@ from autograder import REPO_ROOT
 from submissions import filled_notebook, write
 
 A = "05-self-masked"
+A9 = "09-language-model"
 
 FLOOD = '''
 def generate(model, prompt, n_new, use_cache=True, seed=None):
@@ -50,6 +51,30 @@ def generate(model, prompt, n_new, use_cache=True, seed=None):
     raise RuntimeError(f"flooded ({refused} refused)")
 '''
 
+FLOOD_09 = '''
+def generate(model, prompts, n_new, temperature=0.0, top_k=None, top_p=None, seed=None):
+    """Floods the grader through chapter 9's stand-in LlamaLM and its cache probe, then fails."""
+    held, refused = [], 0
+    for vocab in (10**6, 10**5, 3 * 10**4):          # modules too large to build
+        try:
+            held.append(LlamaLM(vocab, 512, 8, 8, 8, 1376))
+        except Exception:
+            refused += 1
+    lm = LlamaLM(96, 128, 4, 4, 2, 344)               # (many kept modules: chapter 5's flooder)
+    for batch in (4096, 512, 64, 64, 64):            # forward passes kept for a backward
+        try:
+            held.append(lm(torch.randint(0, 96, (batch, 256))))
+        except Exception:
+            refused += 1
+    for i in range(200):                             # the model it is given: batches, calls, caches
+        try:
+            caches = [KVCache() for _ in model.layers]
+            held.append(model(torch.zeros(4096 if i % 2 else 8, 16, dtype=torch.long), None, None, caches))
+        except Exception:
+            refused += 1
+    raise RuntimeError(f"flooded ({refused} refused)")
+'''
+
 
 def peak_of(process):
     """The grader's peak resident memory (VmHWM, bytes), read until it ends."""
@@ -75,6 +100,8 @@ def flooded(tmp_path_factory):
     root = tmp_path_factory.mktemp("flood")
     write(filled_notebook(A), root / "submissions" / "control" / A / f"{A}.ipynb")
     write(filled_notebook(A, {"generate": FLOOD}), root / "submissions" / "flooder" / A / f"{A}.ipynb")
+    write(filled_notebook(A9), root / "submissions" / "control" / A9 / f"{A9}.ipynb")
+    write(filled_notebook(A9, {"generate": FLOOD_09}), root / "submissions" / "flooder" / A9 / f"{A9}.ipynb")
     process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(root / "submissions"), "--out",
                                 str(root / "out"), "-j", "1", "--call-seconds", "10"], cwd=REPO_ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -11,8 +11,9 @@ it imports nothing of `autograder.checks` (a student's copy of the course does n
 
 `grade` checks each exercise with correct versions of the exercises before it; `check` has no
 correct versions to use (they are the solutions), so when an earlier exercise has a problem, a
-later one's failing test may come from it: that exercise is then neither ready nor blamed
-(WAIT) until the earlier one is fixed.
+later one that uses it (its cell, its check cell or its rules reach the earlier one's names,
+through the notebook's own code) may fail because of it: that exercise is then neither ready nor
+blamed (WAIT) until the earlier one is fixed.
 """
 import ast
 import math
@@ -172,6 +173,69 @@ def stated_rules(process, assignment, missing):
     return found
 
 
+# -- which earlier exercises an exercise may use -------------------------------------------
+
+def _reads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _strings(function):
+    """The strings in a rule's code, its helpers' and its cases' (`on("generate", ...)`,
+    `make("LlamaLM", ...)`: the names of the student's functions it calls)."""
+    found, todo, seen = set(), [function], set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen or not hasattr(f, "__code__") or not (f.__module__ or "").startswith(stated.__name__):
+            continue
+        seen.add(id(f))
+        codes = [f.__code__]
+        while codes:
+            code = codes.pop()
+            found |= {c for c in code.co_consts if isinstance(c, str)}
+            codes += [c for c in code.co_consts if hasattr(c, "co_consts")]
+            todo += [f.__globals__.get(n) for n in code.co_names]
+        todo += [cell.cell_contents for cell in (f.__closure__ or ())]
+    return found
+
+
+class Reach:
+    """Which exercises a piece of code may use: the names it reads, followed through the functions
+    and classes the notebook defines (the student's own code, which `check` runs). Code that does
+    not parse may use anything."""
+
+    def __init__(self, submission, exercises):
+        self.owner = {name: e.name for e in exercises for name in e.defines}
+        self.reads = {}  # name: the names its definitions read (every definition of it in the notebook)
+        self.unparsed = False
+        for _, source in submission.code_cells:
+            try:
+                tree = ast.parse(python_source(source))
+            except SyntaxError:
+                self.unparsed = True
+                continue
+            for node in tree.body:  # a def or class, or a statement that binds names (`model = LlamaLM(...)`)
+                bound = ([node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
+                         [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)])
+                for name in bound:
+                    self.reads.setdefault(name, set()).update(_reads(node))
+
+    def exercises(self, names=(), sources=()):
+        if self.unparsed:
+            return set(self.owner.values())
+        todo, seen = list(names), set()
+        for source in sources:
+            try:
+                todo += _reads(ast.parse(python_source(source)))
+            except SyntaxError:
+                return set(self.owner.values())
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += self.reads.get(name, ())
+        return {self.owner[n] for n in seen if n in self.owner}
+
+
 # -- check ---------------------------------------------------------------------------------
 
 def _normal(source):
@@ -239,8 +303,9 @@ def short_name(rule):
 
 
 def exercise_block(e, submission, errors, missing, number, check_index, released, inputs, rules, behind):
-    """`rules`: [(rule, failure or "")] of the rules its text states; `behind`: the exercises before
-    it that have a problem, which its failing tests may come from."""
+    """`rules`: [(rule, failure or "")] of the rules its text states; `behind`: {None (its visible
+    tests), or a rule: the exercises before it that have a problem and that the code the tests or
+    the rule run may use, which their failure may come from}."""
     block = Block(f"{e.name} ({e.points:g} point{'s' if e.points != 1 else ''})")
     if None in errors:
         block.add(FAIL, "not graded: the notebook did not run (see above)")
@@ -254,10 +319,10 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
     if number in inputs:
         block.add(FAIL, inputs[number])
 
-    def failed(text):
+    def failed(text, rule=None):
         own = "NotImplementedError" in text and f"code cell {number}," in text  # its own stub: never the others'
-        if behind and not own:
-            block.add(WAIT, f"{text} — this may come from {', '.join(behind)} (see above): `grade` checks {e.name} "
+        if behind.get(rule) and not own:
+            block.add(WAIT, f"{text} — this may come from {', '.join(behind[rule])} (see above): `grade` checks {e.name} "
                             f"with correct versions of the exercises before it, so fix those, then check again")
         else:
             block.add(FAIL, text)
@@ -268,7 +333,7 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
         block.add(OK, "visible tests pass")
     for rule, failure in rules:
         if failure:
-            failed(f"a rule its text states, {rule}: {failure}")
+            failed(f"a rule its text states, {rule}: {failure}", rule)
     if rules and not any(failure for _, failure in rules):
         block.add(OK, f"the rule{'s' if len(rules) > 1 else ''} its text states, which the grader checks too, "
                       f"hold{'' if len(rules) > 1 else 's'}: {'; '.join(short_name(rule) for rule, _ in rules)}")
@@ -297,11 +362,18 @@ def check(path, assignment, limits=Limits()):
     cells, check_index = cells_to_run(submission, assignment, at)
     errors, missing, rules = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits)
     inputs, released = input_problems(submission, errors), released_cells(assignment)
-    blocks, behind = [notebook_block(path, assignment, submission, errors, at, inputs)], []
+    reach, run, check_sources = Reach(submission, exercises), dict(submission.code_cells), check_cell_sources(assignment)
+    blocks, failing = [notebook_block(path, assignment, submission, errors, at, inputs)], []
     for e in exercises:
+        own = [run[at[e.name]]] if e.name in at else []
+        behind = {None: reach.exercises(e.defines, own + [check_sources.get(f"check_{e.name}", "")])}
+        for rule in stated.properties(assignment, e.name) + stated.device_rules(assignment, e.name):
+            calls = _strings(getattr(rule, "function", None) or rule.cases) & set(reach.owner)
+            behind[rule.name] = reach.exercises(calls or e.defines)
+        behind = {what: [name for name in failing if name in used] for what, used in behind.items()}
         block = exercise_block(e, submission, errors, missing or set(), at.get(e.name), check_index[e.name],
                                released, inputs, rules.get(e.name, []), behind)
-        behind += [e.name] if block.problems else []
+        failing += [e.name] if block.problems else []
         blocks.append(block)
     return blocks
 

@@ -190,7 +190,9 @@ def test_each_student_is_walled_off_from_the_grader():
 def test_memory_is_measured_and_bounded_from_outside():
     """The rise of the memory all the student's processes hold, over its lowest point during the
     call; four processes under the per-process limit are killed together past the submission's."""
-    grow = "import subprocess, sys\ndef hold(mb):\n    return len(bytearray(mb * 2**20))\n"
+    # held 0.1 s, as a computation holds its arrays: the watcher samples every 2 ms, and on a busy
+    # machine a buffer freed as soon as it is filled can be gone before a sample sees all of it
+    grow = "import time\ndef hold(mb):\n    x = bytearray(mb * 2**20)\n    time.sleep(0.1)\n    return len(x)\n"
     with SandboxedStudent([(0, grow)], Limits(), ["numpy"]) as student:
         (_, small), (_, big) = student.measured_call("hold", 1), student.measured_call("hold", 200)
     assert small < 8 * 2**20 and 190 * 2**20 < big < 260 * 2**20

@@ -11,6 +11,7 @@ import struct
 import numpy as np
 
 MAX_FRAME_BYTES = 512 * 2**20
+MAX_FRAME_VALUES = 2**20   # values in a frame's JSON part (the arrays and tensors go beside it, as bytes)
 HEADER = struct.Struct("<Q")  # a frame: its payload's length, then the payload (`encode`)
 _ARRAY_KINDS = "biufc"  # bool, int, uint, float, complex
 
@@ -81,38 +82,64 @@ def _plain_array(array):
     return array
 
 
+def _encode_value(v, arrays):
+    """A plain value as JSON, its arrays appended to `arrays` (a module function, not a closure: a
+    recursive closure is a cycle that keeps the arrays alive until the next garbage collection)."""
+    if v is None or type(v) in (bool, int, str):
+        return v
+    if type(v) is float:
+        return {"float": repr(v)}
+    if type(v) is Handle:
+        return {"handle": v.ident}
+    if type(v) is np.ndarray:
+        arrays.append(v)
+        return {"ndarray": len(arrays) - 1}
+    if type(v) is PlainTensor:
+        arrays.append(v.array)
+        return {"tensor": len(arrays) - 1}
+    if type(v) is list:
+        return [_encode_value(x, arrays) for x in v]
+    if type(v) is tuple:
+        return {"tuple": [_encode_value(x, arrays) for x in v]}
+    if type(v) is dict:
+        return {"dict": [[k, _encode_value(x, arrays)] for k, x in v.items()]}
+    raise WireError(f"cannot encode {type(v).__name__}")
+
+
 def encode(value):
     """Plain value -> bytes. Raises WireError for anything that is not plain data."""
     arrays = []
-
-    def enc(v):
-        if v is None or type(v) in (bool, int, str):
-            return v
-        if type(v) is float:
-            return {"float": repr(v)}
-        if type(v) is Handle:
-            return {"handle": v.ident}
-        if type(v) is np.ndarray:
-            arrays.append(v)
-            return {"ndarray": len(arrays) - 1}
-        if type(v) is PlainTensor:
-            arrays.append(v.array)
-            return {"tensor": len(arrays) - 1}
-        if type(v) is list:
-            return [enc(x) for x in v]
-        if type(v) is tuple:
-            return {"tuple": [enc(x) for x in v]}
-        if type(v) is dict:
-            return {"dict": [[k, enc(x)] for k, x in v.items()]}
-        raise WireError(f"cannot encode {type(v).__name__}")
-
-    header = json.dumps(enc(to_plain(value))).encode()
+    header = json.dumps(_encode_value(to_plain(value), arrays)).encode()
     parts = [header]
     for array in arrays:
         buffer = io.BytesIO()
         np.lib.format.write_array(buffer, array, allow_pickle=False)
         parts.append(buffer.getvalue())
     return b"".join(struct.pack("<Q", len(p)) + p for p in [struct.pack("<Q", len(parts))] + parts)
+
+
+def _decode_value(v, arrays):
+    """The plain value of a frame's JSON part (a module function: see `_encode_value`)."""
+    if v is None or type(v) in (bool, int, str):
+        return v
+    if type(v) is list:
+        return [_decode_value(x, arrays) for x in v]
+    if type(v) is dict and len(v) == 1:
+        (tag, x), = v.items()
+        if tag == "float":
+            return float(x)
+        if tag == "handle":
+            return Handle(x)
+        if tag == "ndarray":
+            return arrays[x]
+        if tag == "tensor":
+            import torch
+            return torch.from_numpy(arrays[x])
+        if tag == "tuple":
+            return tuple(_decode_value(i, arrays) for i in x)
+        if tag == "dict":
+            return {str(k): _decode_value(i, arrays) for k, i in x}
+    raise WireError("malformed value in frame")
 
 
 def decode(data):
@@ -131,6 +158,10 @@ def decode(data):
     if not chunks or struct.unpack("<Q", chunks[0])[0] != len(chunks) - 1:
         raise WireError("malformed frame")
     header, blobs = chunks[1], chunks[2:]
+    values = header.count(b",") + header.count(b"[") + header.count(b"{")  # at least the values it holds, less one
+    if values > MAX_FRAME_VALUES:  # 16 M empty lists fit in 48 MB and take 3 GB once read
+        raise WireError(f"frame of more than {MAX_FRAME_VALUES:,} values (lists, dicts, numbers, strings) refused: "
+                        "send arrays or tensors")
     try:
         tree = json.loads(header)
         arrays = [np.lib.format.read_array(io.BytesIO(b), allow_pickle=False) for b in blobs]
@@ -140,29 +171,7 @@ def decode(data):
         if array.dtype.kind not in _ARRAY_KINDS:
             raise WireError(f"array of dtype {array.dtype} refused")
 
-    def dec(v):
-        if v is None or type(v) in (bool, int, str):
-            return v
-        if type(v) is list:
-            return [dec(x) for x in v]
-        if type(v) is dict and len(v) == 1:
-            (tag, x), = v.items()
-            if tag == "float":
-                return float(x)
-            if tag == "handle":
-                return Handle(x)
-            if tag == "ndarray":
-                return arrays[x]
-            if tag == "tensor":
-                import torch
-                return torch.from_numpy(arrays[x])
-            if tag == "tuple":
-                return tuple(dec(i) for i in x)
-            if tag == "dict":
-                return {str(k): dec(i) for k, i in x}
-        raise WireError("malformed value in frame")
-
-    return dec(tree)
+    return _decode_value(tree, arrays)
 
 
 def roundtrip(value):

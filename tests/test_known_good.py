@@ -3,12 +3,14 @@ calls the grader computes (`sandbox/standins.py`, `checks/known_good.py`): the n
 arguments bound to the student's versions, point to them until restored; a module's stand-in
 builds, trains, differentiates, caches and moves like the reference; what a student sends is
 bounded before the grader works on it."""
+import re
 import types
 
 import pytest
 import torch
 
-from autograder.checks.known_good import MAX_ELEMENTS, MAX_KEPT, MAX_PARAMETERS, MAX_WORK, KnownGood
+from autograder.checks.known_good import (MAX_ELEMENTS, MAX_ITEMS, MAX_KEPT, MAX_MODULES, MAX_PARAMETERS, MAX_WORK,
+                                          KnownGood)
 from autograder.sandbox.calls import CallError, StudentNamespace
 from autograder.wire import roundtrip
 
@@ -50,6 +52,12 @@ class Tied(nn.Module):
         if cache is not None:
             h = cache.append(h)
         return self.layers[0](h) + self.offset, h.sum()
+
+
+class Many(nn.Module):
+    def __init__(self, count):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Identity() for _ in range(count))
 '''
 
 STUDENT = '''
@@ -67,7 +75,7 @@ class Tied(nn.Module):      # the student's own, wrong: the stand-in replaces it
 '''
 
 
-def connected(names=("scores", "outer", "Tied"), install=True):
+def connected(names=("scores", "outer", "Tied", "Many"), install=True):
     """(the student's calls, namespace, the grader's reference module, the grader's stand-ins):
     the student's names replaced by stand-ins for `names` if `install`."""
     ref = types.ModuleType("reference")
@@ -158,6 +166,21 @@ def test_what_a_student_sends_is_bounded_before_the_grader_works():
     with pytest.raises(RuntimeError, match="would make"):
         namespace["outer"](torch.zeros(side))
     assert namespace["outer"](torch.ones(3)).sum() == 9   # and a fair call still runs
+    size = int(MAX_PARAMETERS ** 0.5) + 1
+    with pytest.raises(RuntimeError) as refused:  # its count unsaid: it may be an exercise's answer
+        namespace["Tied"](size)
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", str(refused.value))]
+    assert numbers and max(numbers) == MAX_PARAMETERS, str(refused.value)
+    with pytest.raises(RuntimeError, match="items of lists"):   # a plain list, which no tensor bound counts
+        namespace["scores"]([0.0] * (MAX_ITEMS + 1))
+    with pytest.raises(RuntimeError, match="modules"):          # few parameters, many modules
+        namespace["Many"](MAX_MODULES + 1)
+    module = namespace["Tied"](2)
+    standins = next(c.cell_contents for c in type(module).__init__.__closure__
+                    if type(c.cell_contents).__name__ == "StandIns")
+    for method in ("__setattr__", "register_buffer", "__repr__"):  # only forward and the class's own methods
+        with pytest.raises(RuntimeError, match="not a method its stand-in has"):
+            standins._method(method)(module, "stash", torch.zeros(3))
     for dim in range(1, MAX_KEPT + 8):  # modules kept: bounded, the oldest built again on demand
         namespace["Tied"](dim)
     first = namespace["Tied"](1)

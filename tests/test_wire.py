@@ -50,3 +50,13 @@ def test_a_pickled_array_in_a_frame_is_refused():
         decode(frame)
     with pytest.raises(WireError):
         decode(pickle.dumps([1, 2]))
+
+
+def test_a_frame_of_too_many_values_is_refused_before_it_is_read():
+    """16 M empty lists fit in 48 MB and take 3 GB once read: counted first, refused unread."""
+    from autograder.wire import MAX_FRAME_VALUES
+    header = b"[" + b"[]," * MAX_FRAME_VALUES + b"[]]"
+    payload = b"".join(struct.pack("<Q", len(p)) + p for p in [struct.pack("<Q", 1), header])
+    with pytest.raises(WireError, match="values"):
+        decode(payload)
+    assert decode(encode([[]] * 1000)) == [[]] * 1000

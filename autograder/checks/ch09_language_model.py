@@ -510,9 +510,17 @@ class GraderLlama:
                     and tokens.shape[1] <= self.MAX_TOKENS and not tokens.is_floating_point(),
                     f"the model was fed {describe(tokens)}: expected token ids of shape (batch, n), batch <= "
                     f"{self.MAX_BATCH}, n <= {self.MAX_TOKENS}")
-        for what, value in (("positions", positions), ("mask", mask)):
-            expect_true(value is None or (isinstance(value, torch.Tensor) and value.numel() <= 4 * self.MAX_BATCH
-                                          * self.MAX_TOKENS), f"the model was given {what} {describe(value)}")
+        batch, n = tokens.shape
+        # shapes, not only sizes: a (512, 1, 1, 1, 1) mask broadcasts every score tensor 512 times
+        expect_true(positions is None or (isinstance(positions, torch.Tensor) and not positions.is_floating_point()
+                                          and tuple(positions.shape) in ((batch, n), (1, n), (n,))),
+                    f"the model was given positions {describe(positions)}: expected None or ({batch}, {n}) integers")
+        expect_true(mask is None or (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 4
+                                     and mask.shape[0] in (1, batch) and mask.shape[1] == 1 and mask.shape[2] in (1, n)
+                                     and mask.shape[3] <= self.MAX_TOKENS * (self.MAX_CALLS + 1)),
+                    f"the model was given mask {describe(mask)}: expected None or a boolean ({batch}, 1, 1, L)")
+        expect_true(cache_ids is None or (isinstance(cache_ids, list) and len(cache_ids) == len(self.module.layers)),
+                    f"the model was given {describe(cache_ids)} as caches: expected one KVCache per layer")
         expect_true(len(self.fed) < self.MAX_CALLS, f"the model was called more than {self.MAX_CALLS} times")
         self.fed.append(int(tokens.shape[-1]))
         with torch.no_grad():

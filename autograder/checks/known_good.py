@@ -8,6 +8,8 @@ waiting for their backward pass). Whatever goes wrong is the student's call's er
 grader's.
 """
 import collections
+import contextlib
+import hashlib
 import itertools
 import sys
 
@@ -25,6 +27,8 @@ MAX_PARAMETERS = 2**22        # numbers in one module the student's code asks th
 MAX_KEPT_PARAMETERS = 2**23   # numbers in all the modules kept (one per distinct constructor call)
 MAX_KEPT_WORK = 2**24         # numbers made by the forward passes kept for their backward pass
 MAX_KEPT = 64                 # modules, and forward passes, kept
+MAX_MODULES = 2**12           # modules (submodules included) made by one request
+MAX_ITEMS = 2**16             # items of plain lists, tuples and dicts in one request (no bound above sees them)
 
 
 _WORK = {}   # (reference, function, shapes) -> the numbers its call makes: the same for every student
@@ -50,28 +54,36 @@ class KnownGood:
         for name in sorted(self.names):
             value = getattr(self.ref, name)
             if isinstance(value, type) and torch is not None and issubclass(value, torch.nn.Module):
-                methods = [m for m, v in vars(value).items() if callable(v) and not m.startswith("_") and m != "forward"]
-                spec[name] = {"kind": "module", "methods": methods}
+                spec[name] = {"kind": "module", "methods": _methods(value)}
             else:
                 spec[name] = {"kind": "function"}
         return spec
 
     def __call__(self, op, *args):
         try:
-            if op == "new":
-                return self.new(*args)
-            if op == "call":
-                name, rest = args[0], args[1:]
-                return self.compute(self._named(name), None, *rest, what=name)
-            if op == "method":
-                (root, path, method, training), rest = args[:4], args[4:]
-                module = self._module(root).get_submodule(path)
-                module.train(bool(training))
-                return self.compute(getattr(module, str(method)), module, *rest, what=repr((root, path, method)))
-            if op == "backward":
-                return self.backward(*args)
+            with _few_modules():
+                return self._answer(op, *args)
         except Refused as refusal:
-            raise RuntimeError(f"the grader refused this call of a reference version: {refusal}") from None
+            message = str(refusal)
+        # raised outside the `except`: a frame that holds the refusal it raised from is a cycle, which
+        # keeps the request's tensors alive until the next garbage collection (40 of them: 1 GB)
+        raise RuntimeError(f"the grader refused this call of a reference version: {message}")
+
+    def _answer(self, op, *args):
+        if op == "new":
+            return self.new(*args)
+        if op == "call":
+            name, rest = args[0], args[1:]
+            return self.compute(self._named(name), None, *rest, what=name)
+        if op == "method":
+            (root, path, method, training), rest = args[:4], args[4:]
+            if method != "forward" and (path or method not in _methods(self._named(root[0]))):
+                raise Refused(f"{method!r} is not a method its stand-in has")  # __setattr__, __dict__...
+            module = self._module(root).get_submodule(path)
+            module.train(bool(training))
+            return self.compute(getattr(module, str(method)), module, *rest, what=repr((root, path, method)))
+        if op == "backward":
+            return self.backward(*args)
         raise RuntimeError(f"unknown request {op!r}")
 
     # -- building a module ---------------------------------------------------------------------
@@ -84,8 +96,8 @@ class KnownGood:
         with torch.device("meta"):
             sized = cls(*decoded_args, **decoded_kwargs)
         size = sum(t.numel() for t in sized.state_dict().values())
-        if size > MAX_PARAMETERS:
-            raise Refused(f"{name} of {size:,} parameters (at most {MAX_PARAMETERS:,})")
+        if size > MAX_PARAMETERS:  # its count unsaid: it may be an exercise's answer
+            raise Refused(f"{name} would hold more than {MAX_PARAMETERS:,} parameters")
         if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.shape == torch.get_rng_state().shape):
             raise Refused("the random generator's state is not torch's")
         with torch.random.fork_rng(devices=[]):
@@ -178,7 +190,7 @@ class KnownGood:
     def _measure(self, what, function, module, args, kwargs, state):
         """The numbers the call would make, measured on `meta` (shapes without data) once per
         reference function and distinct set of shapes in this process; refused past MAX_WORK."""
-        signature = repr((self.ref.__name__, what, _shapes([args, kwargs, state])))
+        signature = hashlib.sha256(repr((self.ref.__name__, what, _shapes([args, kwargs, state]))).encode()).digest()
         if signature not in _WORK:
             if len(_WORK) > 4096:
                 _WORK.clear()
@@ -250,6 +262,28 @@ class KnownGood:
         raise Refused(f"the reference returned a {type(value).__name__}, which cannot be sent")
 
 
+@contextlib.contextmanager
+def _few_modules():
+    """Refuse a request that makes more than MAX_MODULES modules: a LlamaLM of 30,000 layers holds few
+    parameters, and its modules alone take gigabytes (counted as they are made, meta builds too)."""
+    import torch
+    made = itertools.count(1)
+
+    def count(*_):
+        if next(made) > MAX_MODULES:
+            raise Refused(f"it would make more than {MAX_MODULES:,} modules")
+    handle = torch.nn.modules.module.register_module_module_registration_hook(count)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def _methods(cls):
+    """The methods a module's stand-in has besides `forward`: the public ones its class defines."""
+    return [m for m, v in vars(cls).items() if callable(v) and not m.startswith("_") and m != "forward"]
+
+
 def describe(module):
     """A module's layout as the student's process rebuilds it: its class, plain attributes,
     parameters (with ties to an earlier one), buffers and submodules, in registration order."""
@@ -315,10 +349,27 @@ def _numbers(value):
     return sum(leaf.size if isinstance(leaf, np.ndarray) else leaf.numel() for leaf in _leaves(value))
 
 
+def _items(value):
+    """The items of the plain lists, tuples and dicts in `value` (tensors and arrays count once)."""
+    if type(value) in (list, tuple):
+        return len(value) + sum(_items(v) for v in value)
+    if isinstance(value, dict):
+        return len(value) + sum(_items(v) for v in value.values())
+    torch = sys.modules.get("torch")
+    if isinstance(value, np.ndarray) or (torch is not None and isinstance(value, torch.Tensor)):
+        return 0
+    if hasattr(value, "__dict__") and not callable(value):
+        return _items(vars(value))
+    return 0
+
+
 def _bounded(value):
     numbers = _numbers(value)
     if numbers > MAX_ELEMENTS:
         raise Refused(f"{numbers:,} numbers sent (at most {MAX_ELEMENTS:,})")
+    items = _items(value)
+    if items > MAX_ITEMS:
+        raise Refused(f"{items:,} items of lists, tuples and dicts sent (at most {MAX_ITEMS:,}): send a tensor")
 
 
 def _shapes(value):

@@ -7,7 +7,11 @@ what the assignment needs, so a submission does not pay for numpy or torch; the 
 namespace is emptied between submissions. Without bubblewrap each submission gets a fresh
 process.
 """
+import contextlib
+import signal
+import threading
 import time
+import traceback
 
 from ..text import bounded  # every message from the student's process, before it is kept
 from ..wire import WireError
@@ -127,16 +131,19 @@ class SandboxedStudent:
             raise StudentError(bounded(reply["error"]))
         return reply["value"]
 
-    def _answer(self, question):
+    def _answer(self, question, seconds):
         """The grader's answer to a probe's question: only the callbacks a check has registered,
-        on plain values; whatever goes wrong is the student's call's error, not the grader's."""
+        on plain values, within the `seconds` left to the student's call; whatever goes wrong is
+        the student's call's error, not the grader's."""
         callback = self.callbacks.get(question["callback"]) if isinstance(question["callback"], str) else None
         if callback is None or not isinstance(question.get("args"), list):
             return {"error": "the grader answers no such question now"}
         started = time.perf_counter()
         try:
-            return {"value": callback(*question["args"])}
+            with grader_deadline(seconds):
+                return {"value": callback(*question["args"])}
         except Exception as error:  # noqa: BLE001
+            _drop_frames(error)
             return {"error": bounded(f"{type(error).__name__}: {error}")}
         finally:
             self.seconds["grader's answers"] = self.seconds.get("grader's answers", 0.0) + time.perf_counter() - started
@@ -152,7 +159,8 @@ class SandboxedStudent:
         try:
             reply = self.process.receive(seconds, self.limits.reply_bytes)
             while isinstance(reply, dict) and "callback" in reply:  # a probe asks the grader, mid-call
-                self.process.send(self._answer(reply), max(deadline - time.monotonic(), 0.1))
+                self.process.send(self._answer(reply, max(deadline - time.monotonic(), 0.1)),
+                                  max(deadline - time.monotonic(), 0.1))
                 reply = self.process.receive(max(deadline - time.monotonic(), 0.1), self.limits.reply_bytes)
             if isinstance(reply, dict) and ("value" in reply or "error" in reply or "cells" in reply):
                 return reply
@@ -184,3 +192,37 @@ class SandboxedStudent:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class GraderTimeout(Exception):
+    """The grader's work for a student's call ran past the call's time."""
+
+
+@contextlib.contextmanager
+def grader_deadline(seconds):
+    """Stop the grader's own work for a student (a stand-in or probe answering mid-call) once the
+    call's time is up (SIGALRM, in the main thread: where `grade` answers; elsewhere unbounded)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        yield
+        return
+
+    def stop(*_):
+        raise GraderTimeout(f"the grader's answer took more than the call's {seconds:.3g} s left")
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _drop_frames(error):
+    """Free what the frames of a failed answer held (the student's request, tensors of many MB) now,
+    not at the next garbage collection: a traceback's frames and an exception that refers to them
+    make cycles."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__ or error.__cause__

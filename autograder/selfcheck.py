@@ -194,7 +194,11 @@ def _strings(function):
             found |= {c for c in code.co_consts if isinstance(c, str)}
             codes += [c for c in code.co_consts if hasattr(c, "co_consts")]
             todo += [f.__globals__.get(n) for n in code.co_names]
-        todo += [cell.cell_contents for cell in (f.__closure__ or ())]
+        for cell in f.__closure__ or ():
+            try:
+                todo.append(cell.cell_contents)
+            except ValueError:  # a variable its enclosing function never assigned
+                pass
     return found
 
 

@@ -125,7 +125,9 @@ def test_the_cgroup_kills_the_whole_tree_and_is_removed(guards):
             "for _ in range(4)]\ntime.sleep(20)")
     start = time.monotonic()
     with SandboxedStudent([(0, four)], Limits(memory_bytes=LIMIT, restarts=0), ["numpy"]) as student:
-        assert "memory limit was reached" in student.cell_errors[None]
+        # the kernel's OOM killer, or the watcher that samples the same total every 50 ms, whichever
+        # comes first (on a busy machine the watcher sometimes does): either kills the whole tree
+        assert f"more than {LIMIT // MB} MB of memory together" in student.cell_errors[None], student.cell_errors
         assert time.monotonic() - start < 10
     version, folders = cgroups._setup()
     assert all(not any(name.startswith("student-") for name in _listdir(folder)) for folder in folders.values())

@@ -159,24 +159,35 @@ def test_an_exercise_waits_only_for_the_earlier_ones_its_code_uses(tmp_path):
     """Chapter 8 with three bugs: float32 angles in sinusoidal_positions, which nothing else uses;
     `repeat` for `repeat_interleave` in GroupedQueryAttention; RMSNorm's eps at 1e-5. A student read
     every later failure as "may come from sinusoidal_positions". Now GroupedQueryAttention's failures
-    are its own (FAIL), DecoderBlock's RMSNorm rule is its own while its cache rule, which runs the
-    attention, waits, and block_from_llama waits for the two it builds on."""
+    are its own (FAIL), so is DecoderBlock's RMSNorm rule, and block_from_llama waits for the two it
+    builds on. With GroupedQueryAttention's positions not offset by the cache instead, DecoderBlock's
+    cache rule, which runs that attention, waits for it."""
     from mutants import catalogue
     a, wrong = "08-transformer", catalogue("08-transformer").WRONG
-    nb = filled_notebook(a, {"sinusoidal_positions": wrong["sinusoidal_positions"]["angles_in_float32"],
-                             "GroupedQueryAttention": wrong["GroupedQueryAttention"]["repeat_not_repeat_interleave"],
-                             "DecoderBlock": wrong["DecoderBlock"]["default_eps_1e_5"]})
-    text, status = selfcheck.main(write(nb, tmp_path / f"{a}.ipynb"), a)
-    assert status == 1 and "sinusoidal_positions (see above)" not in text, text
-    attention, block_lines = block(text, "GroupedQueryAttention"), block(text, "DecoderBlock").splitlines()
+
+    def checked(attention):
+        nb = filled_notebook(a, {"sinusoidal_positions": wrong["sinusoidal_positions"]["angles_in_float32"],
+                                 "GroupedQueryAttention": wrong["GroupedQueryAttention"][attention],
+                                 "DecoderBlock": wrong["DecoderBlock"]["default_eps_1e_5"]})
+        text, status = selfcheck.main(write(nb, tmp_path / attention / f"{a}.ipynb"), a)
+        assert status == 1 and "sinusoidal_positions (see above)" not in text, text
+        return text, block(text, "DecoderBlock").splitlines()
+
+    text, block_lines = checked("repeat_not_repeat_interleave")
+    attention = block(text, "GroupedQueryAttention")
     assert "  FAIL  visible tests" in attention and "  wait  " not in attention, text
-    assert any(line.startswith("  FAIL  a rule its text states, RMSNorm(dim) as built") for line in block_lines), text
-    assert any(line.startswith("  wait  a rule its text states, with a KVCache") and
-               "this may come from GroupedQueryAttention (see above)" in line for line in block_lines), text
+    problems = [line for line in block_lines if line.startswith(("  FAIL", "  wait"))]
+    # its rules run its own attention, whose head mapping is wrong but the same with a cache or without
+    assert len(problems) == 1 and problems[0].startswith("  FAIL  a rule its text states, RMSNorm(dim)"), text
     assert "this may come from GroupedQueryAttention, DecoderBlock (see above)" in block(text, "block_from_llama")
     assert "FAIL" not in block(text, "block_from_llama") and block(text, "kv_cache_bytes").count("  ok  ") == 3
     assert text.splitlines()[-1] == ("3 of 7 exercises ready; 4 problems to fix before you hand it in; "
                                      "1 exercise to check again once they are fixed."), text
+
+    text, block_lines = checked("positions_not_offset_by_the_cache")
+    assert any(line.startswith("  FAIL  a rule its text states, RMSNorm(dim) as built") for line in block_lines), text
+    assert any(line.startswith("  wait  a rule its text states, with a KVCache") and
+               "this may come from GroupedQueryAttention (see above)" in line for line in block_lines), text
 
 
 def test_a_line_that_raises_after_the_def_costs_nothing_and_check_says_so(tmp_path):

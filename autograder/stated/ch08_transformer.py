@@ -274,7 +274,9 @@ def _gqa_formula(state, x, heads, kv_heads, label):
 @stated("08-transformer", "DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence fed "
         "without a cache", weight=0.5)
 def block_cache(student, rng):
-    _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16)), ((0, 2), (2, 5)),
+    # x of about 10: the norms' outputs do not change with x's scale but eps's share does, 100 times
+    # smaller; eps, judged by the RMSNorm rule, then cannot fail this rule for some seeds and not others
+    _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16), scale=10.0), ((0, 2), (2, 5)),
                    "pass the cache to the attention", lambda module, state, x, label: _block_formula(
                        student, module, state, x, label))
 
@@ -437,7 +439,7 @@ def block_formula(student, rng):
     block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
     state = _drawn(student, rng, block, label)
     _expect_block_names(state, label)
-    x = _tensor(rng, (2, 4, dim))
+    x = _tensor(rng, (2, 4, dim), scale=10.0)  # eps's share 100 times smaller, as in block_cache
     expected = _block_formula(student, block, state, x, label)
     got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
     if not _close(got, expected, 1e-4, 1e-5):

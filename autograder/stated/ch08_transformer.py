@@ -330,7 +330,6 @@ def _within_float32_angles(got, expected, angle, sensitivity):
     each difference within `sensitivity` (how far an output moves per radian) * |angle| * 2^-20 (a
     few roundings of the angle; the course's float32 versions stay under 2^-23) + 2e-6 (the output's
     own rounding). A wrong convention or frequency is off by far more (order 1)."""
-    import torch
     bound = sensitivity * angle.abs() * 2.0 ** -20 + 2e-6
     return bool(((got.double() - expected).abs() <= bound).all())
 

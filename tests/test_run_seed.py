@@ -125,6 +125,10 @@ def test_the_attacker_that_precomputes_the_published_inputs_is_charged_as_the_wh
     ("08-transformer", "DecoderBlock", "default_eps_1e_5", {"RMSNorm(dim) as built": 12}),
     # the reference cross_entropy failed its rule on 2 seeds of 40: float32 logits of 1e4 round by ~1e-3
     ("09-language-model", "cross_entropy", None, {}),
+    # computed in float32: its gradient failed the gradient rule on 93 % of seeds (off by float32's
+    # rounding); the rule on the loss's dtype alone charges it
+    ("09-language-model", "cross_entropy", "in_float32", {"equals F.cross_entropy(logits.reshape(-1, V), "
+                                                          "targets.reshape(-1), ignore_index)": 12}),
 ])
 def test_a_bug_fails_the_same_rules_whatever_the_seed(seed, tmp_path, a, exercise, mutant, failing):
     """Two students with one bug (or none) get the same points on any seed: each rule fails on all 12

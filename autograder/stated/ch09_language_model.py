@@ -131,7 +131,9 @@ def loss_gradient(student, rng):
     reference = logits.clone().requires_grad_(True)
     F.cross_entropy(reference.reshape(-1, 7), targets.reshape(-1)).backward()
     got = None if grad is None else torch.as_tensor(np.asarray(grad))
-    if got is None or not _close(got, reference.grad, 1e-7, 1e-9):
+    # within float32's rounding (1.6e-8 at most over 500 seeds): a loss computed in float32 is charged
+    # once, by the rule on its value's dtype; at 1e-9 it failed here too, on 93 % of seeds
+    if got is None or not _close(got, reference.grad, 1e-6, 1e-7):
         raise CheckFailure(f"{what}: logits.grad is {describe(got)}, not F.cross_entropy's gradient "
                            f"({describe(reference.grad)}): softmax(logits) minus one at the target, over the number of "
                            "targets kept, and zero on the ignored rows")

@@ -90,7 +90,7 @@ def generate(model, prompts, n_new, temperature=0.0, top_k=None, top_p=None, see
             held.append(lm(torch.randint(0, 96, (batch, 256))))
         except Exception:
             refused += 1
-    for i in range(40):                             # the model it is given: batches, calls, caches
+    for i in range(40):                              # the model it is given: batches, calls, caches
         try:
             caches = [KVCache() for _ in model.layers]
             held.append(model(torch.zeros(4096 if i % 2 else 8, 16, dtype=torch.long), None, None, caches))

@@ -12,10 +12,16 @@ entry is keyed by the seed too: one graded with another seed is graded again.
 What is kept is a Graded, whose every string is bounded (results.py): an entry is a few KB. One
 far larger was not written by this grader (an older version kept a student's text unbounded):
 it is not read, and the notebook is graded again.
+
+A notebook whose grading starts is recorded first, in OUT/.journal/<student>/<assignment>.attempts
+(`attempt`: how many times, keyed as its entry, and the process grading it), and its entry
+replaces that record (`save`): a record without an entry is a notebook whose grader died while
+grading it (the kernel's OOM killer, a kill -9), which the next run sees (`attempts`).
 """
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from . import REPO_ROOT
@@ -99,5 +105,59 @@ def load(out_dir, student, assignment, path, seed=None):
 
 
 def save(out_dir, graded, path, seed=None):
+    """Journal the notebook's Graded; it replaces the record of its attempts."""
     atomic_write(_entry(out_dir, graded.student, graded.assignment),
                  json.dumps({"key": _key(path, seed), "graded": graded.to_dict()}))
+    try:
+        forget_attempts(out_dir, graded.student, graded.assignment)
+    except OSError:  # a stale record is harmless: load finds the entry first
+        pass
+
+
+def _attempts_file(out_dir, student, assignment):
+    return Path(out_dir) / ".journal" / student / f"{assignment}.attempts"  # not *.json: not an entry
+
+
+def _attempt_list(out_dir, student, assignment, path, seed):
+    """The attempts recorded for this notebook graded with `seed` ([] for another notebook or seed)."""
+    record = _attempts_file(out_dir, student, assignment)
+    try:
+        if record.stat().st_size > MAX_ENTRY_BYTES:
+            return []
+        data = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("key") != _key(path, seed) or not isinstance(data.get("attempts"), list):
+        return []
+    return data["attempts"]
+
+
+def attempts(out_dir, student, assignment, path, seed=None):
+    """How many times grading this notebook with `seed` started and never ended with a result kept."""
+    return len(_attempt_list(out_dir, student, assignment, path, seed))
+
+
+def attempt(out_dir, student, assignment, path, seed=None):
+    """Record, before grading this notebook starts, that it starts now in this process; the count
+    so far. Raises OSError if it cannot be written."""
+    tried = [*_attempt_list(out_dir, student, assignment, path, seed), {"pid": os.getpid()}]
+    atomic_write(_attempts_file(out_dir, student, assignment), json.dumps({"key": _key(path, seed), "attempts": tried}))
+    return len(tried)
+
+
+def keep_attempts(out_dir, student, assignment, path, seed=None, count=0):
+    """Keep only the first `count` recorded attempts: those after were stopped by the grader itself
+    (Ctrl-C, an error of its own), not deaths."""
+    tried = _attempt_list(out_dir, student, assignment, path, seed)
+    if len(tried) <= count:
+        return
+    if count == 0:
+        forget_attempts(out_dir, student, assignment)
+    else:
+        atomic_write(_attempts_file(out_dir, student, assignment),
+                     json.dumps({"key": _key(path, seed), "attempts": tried[:count]}))
+
+
+def forget_attempts(out_dir, student, assignment):
+    """Forget the notebook's recorded attempts (`grade --student`: tried again as never before)."""
+    _attempts_file(out_dir, student, assignment).unlink(missing_ok=True)

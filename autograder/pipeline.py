@@ -7,8 +7,10 @@ import dataclasses
 import os
 import signal
 import stat
+import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NamedTuple
 
@@ -254,9 +256,21 @@ def _load(path, assignment):
     return load_submission(Path(path), assignment)
 
 
-def _grade_job(job, limits=Limits(), seed=None):
+KILLED = ("the grader's process was killed twice while grading this notebook (by the operating system, most likely "
+          "for running out of memory), so it is not tried a third time: tell your instructor")
+MAX_ATTEMPTS = 2   # a notebook whose grading killed the grader this many times is charged 0 (KILLED)
+
+
+def _grade_job(job, limits=Limits(), seed=None, attempts_in=None):
+    """The job's Graded. `attempts_in`: the journal's folder, where the attempt is recorded first
+    (`journal.attempt`): if this process dies, the run knows which notebook it was grading."""
     if job.refusal:
         return not_graded(job.student, job.assignment, job.refusal)
+    if attempts_in is not None:
+        try:
+            journal.attempt(attempts_in, job.student, job.assignment, job.path, seed)
+        except OSError:  # a full disk: graded all the same (a death then costs the run, as before)
+            pass
     try:
         return grade_notebook(job.student, job.assignment, job.path, limits, seed)
     except Exception as error:  # a grader bug must cost one notebook, not the run
@@ -267,13 +281,21 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
               discovered=None, seed=None):
     """(results, problems): every job's Graded in discovery order, whatever order the workers
     finish in, and the instructor's warnings. With `out_dir`, each result is journaled as it
-    comes and a journaled one is not graded again, except the students in `regrade`. `students`:
-    grade only these (a shard), with the layout seen over the whole class. `discovered`: what
-    `discover` already returned for this run (the CLI looks first, to refuse a run with nothing).
+    comes and a journaled one is not graded again, except the students in `regrade` (whose
+    recorded attempts are forgotten). `students`: grade only these (a shard), with the layout seen
+    over the whole class. `discovered`: what `discover` already returned for this run (the CLI
+    looks first, to refuse a run with nothing).
     `seed`: the stated rules' inputs (`stated.run_seed`); by default the one kept in `out_dir`
     (`journal.run_seed`), else a fresh one; every notebook of the run is graded with it.
     Ctrl-C raises `Interrupted` at once, when nothing of the run is left running (`_CtrlC`,
-    `_stop_now`); whatever ends the grader, nothing of the run outlives it (`sandbox.lifeline`)."""
+    `_stop_now`); whatever ends the grader, nothing of the run outlives it (`sandbox.lifeline`).
+
+    The grader's death costs nothing already done: each notebook's attempt is recorded before its
+    grading starts (`journal.attempt`). A notebook with an attempt and no result (its grader died:
+    the kernel's OOM killer, a kill -9) is graded again first, alone, so that a second death is
+    its own; after MAX_ATTEMPTS it is charged 0 with the reason (KILLED), journaled. With -j N, a
+    worker that dies breaks the pool: the run records what the pool was grading and goes on in a
+    new one (`_grade_in_pools`); with -j 1, the same command run again goes on."""
     found, problems = discovered or discover(submissions, skip=out_dir)
     if students is not None:
         found = [job for job in found if job.student in students]
@@ -281,9 +303,31 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
                                   if students is None or student is None or student in students))
     jobs = jobs or os.cpu_count() or 1
     seed = journal.run_seed(out_dir, seed) if out_dir else seed if seed is not None else stated.fresh_seed()
+    with contextlib.ExitStack() as stack:
+        book = out_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="autograder-attempts-"))
+        for job in found:
+            if job.student in regrade and job.path:
+                with contextlib.suppress(OSError):
+                    journal.forget_attempts(book, job.student, job.assignment)
+        results = _grade_jobs(found, out_dir, book, jobs, limits, progress, regrade, seed, problems)
+    for job, graded in zip(found, results):
+        if graded.problem == f"not graded: {KILLED}":
+            problems.append(f"{job.student}/{job.assignment}: the grader's process was killed {MAX_ATTEMPTS} times "
+                            f"while grading it (out of memory?): charged 0, not graded again "
+                            f"(`grade … --student {job.student}` tries again)")
+    # the layout's notes are added after journaling: the journal keeps what the notebook earned
+    return [dataclasses.replace(graded, notes=[*job.notes, *graded.notes]) if job.notes else graded
+            for job, graded in zip(found, results)], problems
+
+
+def _grade_jobs(found, out_dir, book, jobs, limits, progress, regrade, seed, problems):
+    """Every job's Graded (grade_all's loops). `book`: where attempts are recorded (the journal's
+    folder, or a temporary one when nothing is journaled)."""
     results = [journal.load(out_dir, job.student, job.assignment, job.path, seed)
                if out_dir and job.path and job.student not in regrade else None for job in found]
     todo = [i for i, r in enumerate(results) if r is None]
+    tried = {i: journal.attempts(book, found[i].student, found[i].assignment, found[i].path, seed)
+             for i in todo if not found[i].refusal}
     done = len(found) - len(todo)
 
     def finish(i, graded):
@@ -297,34 +341,92 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
         done += 1
         progress and progress(done, len(found), graded)
 
-    for i in [i for i in todo if found[i].refusal]:
-        finish(i, _grade_job(found[i]))
-    todo = [i for i in todo if not found[i].refusal]
+    for i in [i for i in todo if found[i].refusal or tried.get(i, 0) >= MAX_ATTEMPTS]:
+        finish(i, _grade_job(found[i]) if found[i].refusal else not_graded(found[i].student, found[i].assignment, KILLED))
+    todo = [i for i in todo if results[i] is None]
     by_assignment = sorted(todo, key=lambda i: (found[i].assignment, i))  # a warm zygote serves one assignment
-    pool = None
+    by_assignment.sort(key=lambda i: not tried[i])  # a notebook whose grader died is graded first, alone
     with lifeline.Run() as run, _CtrlC() as ctrl_c:
+        pools = _Pools()
         try:
             if jobs == 1 or len(todo) <= 1:
                 for i in by_assignment:
-                    graded = _grade_job(found[i], limits, seed)
+                    graded = _grade_job(found[i], limits, seed, book)
                     with ctrl_c.deferred():  # a result is journaled whole, or not at all
                         finish(i, graded)
             else:
-                pool = ProcessPoolExecutor(max_workers=jobs, initializer=_start_worker,
-                                           initargs=(os.getpid(), max(1, (os.cpu_count() or 1) // jobs)))
-                futures = {pool.submit(_grade_job, found[i], limits, seed): i for i in by_assignment}
-                for future in as_completed(futures):
-                    with ctrl_c.deferred():
-                        finish(futures[future], future.result())
-                pool.shutdown()
+                _grade_in_pools(found, by_assignment, tried, finish, book, jobs, limits, seed, problems, ctrl_c,
+                                pools, run)
         except BaseException as error:
-            _stop_now(pool, run)
+            _stop_now(pools.current, run)
+            for i in todo:  # what the grader stopped itself was not killed: its attempt is withdrawn
+                if results[i] is None:
+                    with contextlib.suppress(OSError):
+                        journal.keep_attempts(book, found[i].student, found[i].assignment, found[i].path, seed,
+                                              tried[i])
             if isinstance(error, KeyboardInterrupt):
                 raise Interrupted(done, len(found)) from None
             raise
-    # the layout's notes are added after journaling: the journal keeps what the notebook earned
-    return [dataclasses.replace(graded, notes=[*job.notes, *graded.notes]) if job.notes else graded
-            for job, graded in zip(found, results)], problems
+    return results
+
+
+class _Pools:
+    """The pool of workers now grading (for `_stop_now`)."""
+    current = None
+
+
+def _grade_in_pools(found, order, tried, finish, book, jobs, limits, seed, problems, ctrl_c, pools, run):
+    """Grade `order` with -j `jobs` workers. A worker that dies (killed by the kernel's OOM killer,
+    say) breaks its pool, and the pool's other workers are stopped with it: the notebooks whose
+    attempt the dead pool recorded (`tried` grows) are graded again, each alone in a pool of one
+    worker, before the rest, in a new pool; one that dies MAX_ATTEMPTS times is charged 0 (KILLED).
+    A pool that dies grading nothing (its workers cannot start) ends the run with its error."""
+    pending = list(order)
+    while pending:
+        suspects = [i for i in pending if tried[i]]
+        batch, workers = (suspects, 1) if suspects else (pending, jobs)
+        finished = set()
+        pools.current = ProcessPoolExecutor(
+            max_workers=workers, initializer=_start_worker,
+            initargs=(os.getpid(), max(1, (os.cpu_count() or 1) // workers),
+                      sorted({found[i].assignment for i in batch}) if workers > 1 else ()))
+        futures = {pools.current.submit(_grade_job, found[i], limits, seed, book): i for i in batch}
+        broken = None
+        for future in as_completed(futures):
+            try:
+                graded = future.result()
+            except BrokenProcessPool as error:  # a worker died: every future not done fails so
+                broken = error
+                continue
+            with ctrl_c.deferred():
+                finish(futures[future], graded)
+                finished.add(futures[future])
+        if broken is None:
+            pools.current.shutdown()
+            pools.current = None
+        else:
+            _stop_pool(pools.current)
+            pools.current = None
+            lifeline.sweep(run.token, seconds=5)  # what the dead pool's students left
+            died = []
+            for i in batch:
+                if i in finished:
+                    continue
+                now = journal.attempts(book, found[i].student, found[i].assignment, found[i].path, seed)
+                if now > tried[i]:  # its grading had started: its worker died, or was stopped with the pool
+                    tried[i] = now
+                    died.append(i)
+            if not died and not finished:
+                raise broken
+            if died and workers > 1:  # alone, its death is its own: said with its 0 (grade_all)
+                names = ", ".join(f"{found[i].student}/{found[i].assignment}" for i in died)
+                problems.append(f"a grading worker died (killed by the system: out of memory?) while {names} "
+                                f"{'was' if len(died) == 1 else 'were'} being graded: each was graded again, alone")
+            for i in died:
+                if tried[i] >= MAX_ATTEMPTS:
+                    with ctrl_c.deferred():
+                        finish(i, not_graded(found[i].student, found[i].assignment, KILLED))
+        pending = [i for i in pending if i not in finished and tried[i] < MAX_ATTEMPTS]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -373,15 +475,16 @@ class _CtrlC:
             raise KeyboardInterrupt
 
 
-def _start_worker(parent, threads):
+def _start_worker(parent, threads, warm=None):
     """A worker of `-j N`: it dies with the grader's main process, and leaves Ctrl-C to it. Its
     share of the cores for torch (the stand-ins' and the checks' own tensors): N workers that each
-    ran one thread per core would fight over them."""
+    ran one thread per core would fight over them. `warm`: the assignments whose references it
+    loads before its first notebook (None: all)."""
     import torch
     torch.set_num_threads(threads)
     lifeline.die_with_parent(parent)
     signal.signal(signal.SIGINT, lambda *_: None)  # a handler, not SIG_IGN: the student processes it starts get the default
-    _warm_up()
+    _warm_up(warm)
 
 
 def _stop_now(pool, run):
@@ -389,16 +492,22 @@ def _stop_now(pool, run):
     is left (`lifeline.sweep`), waiting for no notebook to finish."""
     kill_sandboxes_here()
     if pool is not None:
-        workers = list((pool._processes or {}).values())
-        for worker in workers:
-            worker.kill()
-        for worker in workers:
-            worker.join(timeout=2)
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_pool(pool)
     lifeline.sweep(run.token, seconds=5)
 
 
-def _warm_up():
-    """Each grading worker loads the references once, before its first notebook."""
-    for assignment in assignments():
+def _stop_pool(pool):
+    """Kill the pool's workers (their zygotes die with them) and wait for them."""
+    workers = list((pool._processes or {}).values())
+    for worker in workers:
+        worker.kill()
+    for worker in workers:
+        worker.join(timeout=2)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _warm_up(warm=None):
+    """Each grading worker loads the references once, before its first notebook: those of `warm`
+    (None: every assignment's)."""
+    for assignment in assignments() if warm is None else warm:
         reference.load(assignment)

@@ -204,17 +204,3 @@ def test_memory_is_measured_and_bounded_from_outside():
     with SandboxedStudent([(0, four)], limits, ["numpy"]) as student:
         assert "MB of memory together" in student.cell_errors[None]
     assert time.monotonic() - start < 20
-
-
-def test_the_graders_answer_mid_call_stops_when_the_call_is_out_of_time():
-    """A stand-in or probe computing for a student stops at the call's deadline (issue 28 §5)."""
-    from autograder.sandbox.session import GraderTimeout, grader_deadline
-    start = time.monotonic()
-    with pytest.raises(GraderTimeout):
-        with grader_deadline(0.2):
-            while True:
-                sum(range(1000))
-    assert time.monotonic() - start < 2
-    with grader_deadline(5):  # work within the time: untouched, and no alarm left behind
-        assert sum(range(10)) == 45
-    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0

@@ -396,8 +396,10 @@ class GraderModel:
     keep more than a correct `generate` needs, many times over)."""
     MAX_BATCH, MAX_CALLS, MAX_CACHES = 8, 64, 4
 
+    shared = ("fed", "cache_lists")  # what the check reads back from the reference worker (`sandbox/answers.py`)
+
     def __init__(self, ref, module):
-        self.ref, self.module, self.caches, self.fed = ref, module, {}, []
+        self.ref, self.module, self.caches, self.fed, self.cache_lists = ref, module, {}, [], 0
 
     def __call__(self, tokens, cache_ids):
         expect_true(isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[-1] <= GEN_LM[4]
@@ -413,6 +415,7 @@ class GraderModel:
             expect_true(key in self.caches or len(self.caches) < self.MAX_CACHES,
                         f"the model was given more than {self.MAX_CACHES} different lists of caches")
             caches = self.caches.setdefault(key, [self.ref.KVCache() for _ in self.module.blocks])
+            self.cache_lists = len(self.caches)
             return self.module(tokens, caches)
 
 

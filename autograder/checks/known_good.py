@@ -41,8 +41,10 @@ class Refused(Exception):
 class KnownGood:
     """Answers `("new" | "call" | "method" | "backward", ...)` for the names in `names`."""
 
-    def __init__(self, ref, names):
-        self.ref, self.names = ref, set(names)
+    def __init__(self, ref, names, forward_only=()):
+        """`forward_only`: classes answered for a probe, their `forward` only (never built, never
+        their other methods: a `fit` that asked for the reference's would score without being written)."""
+        self.ref, self.names, self.forward_only = ref, set(names), set(forward_only)
         self.modules = collections.OrderedDict()   # (name, args, kwargs) -> the reference module
         self.graphs = collections.OrderedDict()    # key -> (leaves, outputs)
         self.keys = itertools.count()
@@ -71,11 +73,15 @@ class KnownGood:
             return self.new(*args)
         if op == "call":
             name, rest = args[0], args[1:]
-            return self.compute(self._named(name), None, *rest, what=name)
+            function = self._named(name)
+            if isinstance(function, type):  # a module is built by "new", within its bounds
+                raise Refused(f"{name} is a class: its stand-in builds it")
+            return self.compute(function, None, *rest, what=name)
         if op == "method":
             (root, path, method, training), rest = args[:4], args[4:]
-            if method != "forward" and (path or method not in _methods(self._named(root[0]))):
-                raise Refused(f"{method!r} is not a method its stand-in has")  # __setattr__, __dict__...
+            cls = self._named(root[0], probed=True)
+            if method != "forward" and (path or root[0] in self.forward_only or method not in _methods(cls)):
+                raise Refused(f"{method!r} is not a method its stand-in has")  # __setattr__, __dict__, fit...
             module = self._module(root).get_submodule(path)
             module.train(bool(training))
             return self.compute(getattr(module, str(method)), module, *rest, what=repr((root, path, method)))
@@ -85,9 +91,9 @@ class KnownGood:
 
     # -- building a module ---------------------------------------------------------------------
 
-    def new(self, name, args, kwargs, rng):
+    def new(self, name, args, kwargs, seed, probed=False):
         import torch
-        cls = self._named(name)
+        cls = self._named(name, probed)
         decoded_args, decoded_kwargs = self._decode([args, kwargs], [], [])
         _bounded([decoded_args, decoded_kwargs])
         with torch.device("meta"):
@@ -95,16 +101,15 @@ class KnownGood:
         size = sum(t.numel() for t in sized.state_dict().values())
         if size > MAX_PARAMETERS:  # its count unsaid: it may be an exercise's answer
             raise Refused(f"{name} would hold more than {MAX_PARAMETERS:,} parameters")
-        if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.shape == torch.get_rng_state().shape):
-            raise Refused("the random generator's state is not torch's")
+        if type(seed) is not int or not 0 <= seed < 2**63:
+            raise Refused("the seed of its parameters is not a number from 0 to 2**63 - 1")
         with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(rng)
+            torch.manual_seed(seed)
             module = cls(*decoded_args, **decoded_kwargs)
-            rng = torch.get_rng_state()
         key = self._keep(name, args, kwargs, module)
         state = {n: t.detach() for n, t in itertools.chain(module.named_parameters(remove_duplicate=False),
                                                            module.named_buffers(remove_duplicate=False))}
-        return {"init": key[1:], "tree": describe(module), "state": state, "rng": rng}
+        return {"init": key[1:], "tree": describe(module), "state": state}
 
     def _keep(self, name, args, kwargs, module):
         """Keep the module built for this constructor call; the oldest go first (built again if asked)."""
@@ -120,14 +125,12 @@ class KnownGood:
         name, args, kwargs = root
         kept = self.modules.get(repr((name, args, kwargs)))
         if kept is None:  # evicted, or built by another exercise's stand-ins: build it again
-            import torch
-            with torch.random.fork_rng(devices=[]):
-                self.new(name, args, kwargs, torch.get_rng_state())
+            self.new(name, args, kwargs, 0, probed=True)  # its parameters come with each call
             kept = self.modules[repr((name, args, kwargs))]
         return kept[1]
 
-    def _named(self, name):
-        if name not in self.names:
+    def _named(self, name, probed=False):
+        if name not in self.names and not (probed and name in self.forward_only):
             raise Refused(f"{name!r} is not an exercise already checked")
         return getattr(self.ref, name)
 
@@ -388,7 +391,7 @@ def _work_on_meta(function, module, args, kwargs, state):
     """How many numbers the call's steps make, run on meta copies of its tensors; 0 when it
     cannot run there (it reads data, or is NumPy's): the real call then says what it says."""
     torch = sys.modules.get("torch")
-    if torch is None or not any(True for _ in _tensors([args, kwargs, state])):
+    if torch is None:
         return 0
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
@@ -417,8 +420,8 @@ def _work_on_meta(function, module, args, kwargs, state):
         return value
 
     margs, mkwargs, mstate = meta([args, kwargs, state])
-    try:
-        with Count():
+    try:  # what it makes from plain numbers alone (`causal_mask(32768, 32768)`) is made on meta too
+        with torch.device("meta"), Count():
             if module is None:
                 function(*margs, **mkwargs)
             else:

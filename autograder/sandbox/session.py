@@ -7,9 +7,6 @@ what the assignment needs, so a submission does not pay for numpy or torch; the 
 namespace is emptied between submissions. Without bubblewrap each submission gets a fresh
 process.
 """
-import contextlib
-import signal
-import threading
 import time
 
 from ..text import bounded  # every message from the student's process, before it is kept
@@ -17,7 +14,8 @@ from ..wire import WireError
 from .calls import StudentError
 from .channel import ReplyTooLarge
 from .isolation import bubblewrap_works
-from . import processes, zygotes
+from . import answers, processes, zygotes
+from .answers import Callbacks, ReferenceWorker
 from .limits import Limits
 from .processes import FreshProcess
 from .zygotes import ForkedProcess
@@ -30,6 +28,7 @@ def kill_sandboxes_here():
     owners' code then finds them dead and closes them at once."""
     processes.kill_running()
     zygotes.kill_running()
+    answers.kill_running()
 
 
 def open_process(limits, modules):
@@ -50,7 +49,9 @@ class SandboxedStudent:
         self.deadline = time.monotonic() + limits.submission_seconds
         self.exercise_deadline = float("inf")
         self.known_good = None  # the request that put the stand-ins in place, re-sent after a restart
-        self.callbacks = {}     # name -> function: what a probe may ask the grader during a call
+        self.callbacks = Callbacks()  # name -> function: what a probe may ask the grader during a call
+        self.reference = ReferenceWorker(limits.reply_bytes)  # where the grader computes those answers
+        self.requests = 0       # each request's id: a reply to another one is dropped
         self.seconds = {}       # stage -> seconds ("start": the process, "cells": the notebook's cells)
         self._start()
 
@@ -124,27 +125,23 @@ class SandboxedStudent:
                 raise StudentError(f"not run: {self.cell_errors.get(None)}")
             if self.known_good is not None and request is not self.known_good:
                 self._request(self.known_good, "loading known-good versions of the earlier exercises", seconds)
-        self._send(request, doing, seconds + self.limits.grace_seconds)
-        reply = self._receive(seconds + self.limits.grace_seconds, doing)
+        self.requests += 1
+        self._send(dict(request, id=self.requests), doing, seconds + self.limits.grace_seconds)
+        reply = self._receive(seconds + self.limits.grace_seconds, doing, self.requests)
         if "error" in reply:
             raise StudentError(bounded(reply["error"]))
         return reply["value"]
 
     def _answer(self, question, seconds):
         """The grader's answer to a probe's question: only the callbacks a check has registered,
-        on plain values, within the `seconds` left to the student's call; whatever goes wrong is
-        the student's call's error, not the grader's."""
-        callback = self.callbacks.get(question["callback"]) if isinstance(question["callback"], str) else None
-        if callback is None or not isinstance(question.get("args"), list):
-            return {"error": "the grader answers no such question now"}
+        computed in the student's reference worker (`answers.py`), within the `seconds` left to the
+        student's call; whatever goes wrong is the student's call's error, not the grader's."""
         started = time.perf_counter()
         try:
-            with grader_deadline(seconds):
-                return {"value": callback(*question["args"])}
-        except Exception as error:  # noqa: BLE001
-            return {"error": bounded(f"{type(error).__name__}: {error}")}
+            answer = self.reference.answer(self.callbacks, question.get("callback"), question.get("args"), seconds)
         finally:
             self.seconds["grader's answers"] = self.seconds.get("grader's answers", 0.0) + time.perf_counter() - started
+        return dict(answer, q=question.get("q"))
 
     def _send(self, request, doing, seconds):
         try:
@@ -152,15 +149,23 @@ class SandboxedStudent:
         except TimeoutError:
             self._fail(f"time limit: your notebook's process stopped reading while {doing}")
 
-    def _receive(self, seconds, doing):
+    def _receive(self, seconds, doing, request_id=None):
+        """The reply to request `request_id` (the notebook's run: None), answering the questions
+        asked meanwhile; a frame that answers anything else (a reply that came after its time) is
+        dropped, so the channel stays in step whatever times out."""
         deadline = time.monotonic() + seconds
         try:
-            reply = self.process.receive(seconds, self.limits.reply_bytes)
-            while isinstance(reply, dict) and "callback" in reply:  # a probe asks the grader, mid-call
-                self.process.send(self._answer(reply, max(deadline - time.monotonic(), 0.1)),
-                                  max(deadline - time.monotonic(), 0.1))
+            while True:
                 reply = self.process.receive(max(deadline - time.monotonic(), 0.1), self.limits.reply_bytes)
-            if isinstance(reply, dict) and ("value" in reply or "error" in reply or "cells" in reply):
+                if isinstance(reply, dict) and "callback" in reply:  # a probe asks the grader, mid-call
+                    self.process.send(self._answer(reply, max(deadline - time.monotonic(), 0.1)),
+                                      max(deadline - time.monotonic(), 0.1))
+                elif isinstance(reply, dict) and reply.get("id") == request_id:
+                    break
+                elif not (isinstance(reply, dict) and "id" in reply):
+                    failure = f"unreadable reply while {doing}"
+                    self._fail(failure)
+            if "value" in reply or "error" in reply or "cells" in reply:
                 return reply
             failure = f"unreadable reply while {doing}"
         except ReplyTooLarge as error:
@@ -181,6 +186,7 @@ class SandboxedStudent:
         raise StudentError(failure)
 
     def close(self):
+        self.reference.end()
         if self.process is not None:
             self.process.end()
             self.process = None
@@ -190,26 +196,3 @@ class SandboxedStudent:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class GraderTimeout(Exception):
-    """The grader's work for a student's call ran past the call's time."""
-
-
-@contextlib.contextmanager
-def grader_deadline(seconds):
-    """Stop the grader's own work for a student (a stand-in or probe answering mid-call) once the
-    call's time is up (SIGALRM, in the main thread: where `grade` answers; elsewhere unbounded)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
-        yield
-        return
-
-    def stop(*_):
-        raise GraderTimeout(f"the grader's answer took more than the call's {seconds:.3g} s left")
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

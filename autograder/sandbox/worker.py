@@ -83,11 +83,22 @@ def serve(channel_in, channel_out):
     namespace = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _IPythonShim,
                  "input": _no_input}
 
+    questions = iter(range(1, 2**62))
+
     def ask_grader(name, *args):
         """A question to the grader in the middle of a call (a probe's model whose forward the
-        grader computes and counts on its side): its answer, or the grader's refusal raised."""
-        write_frame(channel_out, {"callback": name, "args": list(args)})
-        answer = read_frame(channel_in)
+        grader computes and counts on its side): its answer, or the grader's refusal raised. The
+        call's alarm waits while the frames travel (a frame cut in two would put the channel out of
+        step); a late answer to an earlier question is dropped."""
+        question = next(questions)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            write_frame(channel_out, {"callback": name, "args": list(args), "q": question})
+            answer = read_frame(channel_in)
+            while not (isinstance(answer, dict) and answer.get("q") == question):
+                answer = read_frame(channel_in)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
         if "error" in answer:
             raise RuntimeError(answer["error"])
         return answer["value"]
@@ -100,6 +111,8 @@ def serve(channel_in, channel_out):
             request = read_frame(channel_in)
         except EOFError:
             return
+        if not (isinstance(request, dict) and "op" in request):
+            continue  # an answer to a question whose call has ended: dropped
         try:
             call_seconds = request.get("seconds", 20.0)
             with time_limit(call_seconds):
@@ -122,10 +135,11 @@ def serve(channel_in, channel_out):
             reply = {"error": describe_exception(error)}
         finally:
             _close_figures()
+        reply["id"] = request.get("id")
         try:
             write_frame(channel_out, reply)
         except Exception as error:  # a result that cannot travel
-            write_frame(channel_out, {"error": f"the result cannot be sent back: {error}"})
+            write_frame(channel_out, {"error": f"the result cannot be sent back: {error}", "id": request.get("id")})
 
 
 def preload(modules):
@@ -141,7 +155,7 @@ def preload(modules):
         except Exception:  # noqa: BLE001 (the notebook will say so itself)
             pass
     if "torch" in modules:
-        _warm_meta_device()
+        warm_meta_device()
     _fixed_mmap_threshold()
 
 
@@ -156,9 +170,9 @@ def _fixed_mmap_threshold():
         pass
 
 
-def _warm_meta_device():
+def warm_meta_device():
     """The first call on the `meta` device (the device checks) costs 0.9 s of PyTorch's own set-up;
-    paid here, once, a forked student's process starts with it done."""
+    paid here, once, a forked student's process (or reference worker) starts with it done."""
     try:
         import torch
         from .calls import one_device

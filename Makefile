@@ -54,8 +54,8 @@ check:
 # their own README, Makefile and lighter requirements, binder/; no solutions/ and no tests/. A git
 # repository with one commit, to push as the students' public repository (repository.url in _config.yml)
 student-copy: $(STAMP)
-	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=folder"; exit 2; }
-	$(BIN)/python student/make_copy.py "$(DEST)"
+	@test -n "$(DEST)" || { echo "usage: make student-copy DEST=folder [CHAPTERS='01-weights 02-global-attention']"; exit 2; }
+	$(BIN)/python student/make_copy.py "$(DEST)" $(if $(strip $(CHAPTERS)),"$(strip $(CHAPTERS))")
 
 grade: $(STAMP)
 	$(BIN)/python -m autograder grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),-j $(JOBS))

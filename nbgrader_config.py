@@ -2,14 +2,17 @@
 import copy
 import os
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import utils
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import Autograde
 from nbgrader.plugins import CsvExportPlugin
-from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, GetGrades,
-                                    NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds,
+                                    GetGrades, IgnorePattern, LimitOutput, NbGraderPreprocessor, OverwriteCells,
+                                    OverwriteKernelspec, SaveAutoGrades)
 
-from autograder.nbgrader_feedback import ShortTestTracebacks
+from autograder.nbgrader_feedback import FigureAltText, ShortTestTracebacks
+from autograder.nbgrader_route import LatePenalty, TimedExecute, skip_unreadable
 
 c = get_config()  # noqa: F821 (provided by traitlets)
 
@@ -80,8 +83,29 @@ class ExportHandedIn(CsvExportPlugin):
 c.ExportApp.plugin_class = ExportHandedIn
 
 # Feedback shows each graded cell's report of its checks, never the hidden code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortTestTracebacks, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortTestTracebacks, FigureAltText,
+                                    CSSHTMLHeaderPreprocessor]
 
 # nbgrader gives 0 to a test cell that writes to stderr: a library's warning must not cost points.
 os.environ["PYTHONWARNINGS"] = "ignore"
-c.Execute.timeout = 300
+
+# The autograder's time limits (autograder/sandbox/limits.py), per cell: a student's cell is stopped
+# after 60 s, a graded cell (all of one exercise's checks, up to about 90 s for a training
+# exercise on a slow machine) after 120 s, and the next cell runs; never a second try. An endless
+# loop costs 60 s in each student's cell that runs it (120 s in a graded one), not 300 s three times.
+# Change them with --TimedExecute.cell_seconds=N / --TimedExecute.test_cell_seconds=N.
+# nbgrader's own list (nbgrader/converters/autograde.py), Execute replaced by TimedExecute.
+c.Autograde.autograde_preprocessors = [TimedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.Execute.execute_retries = 0
+
+# The autograder's late rule (`grade --late-penalty 10 --late-max-days 5`): 10 % of the points earned
+# per day or part of a day late, for up to 5 days; later, 0. The due date is nbgrader's
+# (`nbgrader db assignment add <a> --duedate=...`), the time handed in the timestamp.txt that
+# `python -m autograder nbgrader-prepare` writes (the notebook's modification time, as `grade`'s
+# default `--submitted-at mtime`). Change the rule with --LatePenalty.percent_per_day / max_days.
+c.AssignLatePenalties.plugin_class = LatePenalty
+
+# A notebook that is not a notebook (truncated, not JSON) scores 0 with one line saying why,
+# instead of a traceback and a failed run.
+skip_unreadable(Autograde)

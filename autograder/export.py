@@ -30,6 +30,10 @@ from .text import for_csv_cell
 FORMATS = ("plain", "canvas", "moodle")
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDENTIFIERS = {"email": "Email address", "lms_id": "ID number"}
+# Missing work (no notebook handed in): canvas and moodle write a blank cell by default, which an
+# import leaves alone (a 0 would overwrite a grade given by hand, an extension's); "zero" writes 0.
+MISSING = ("blank", "zero")
+NOTHING_HANDED_IN = "not graded: nothing to grade"   # the message of discover's and the roster's refusal rows
 
 
 @dataclass
@@ -58,6 +62,7 @@ def read_grades(grades_csv):
 class Row:
     student: Student        # from the roster, or a Student of the folder alone
     scores: list            # one per assignment, in Grades.assignments' order; a missing notebook counts 0
+                            # (None in canvas and moodle: a blank cell, unless `export(missing="zero")`)
 
 
 def with_roster(grades, roster=None):
@@ -91,13 +96,25 @@ def plain(grades, rows, roster=None, **_):
     return _csv(lines), []
 
 
+def _cell(x):
+    return "" if x is None else _number(x)
+
+
+def _handed_in(grades_csv):
+    """{(student, assignment)} with a notebook: a row in grades.csv that is not a refusal for
+    nothing handed in (a notebook that scored 0, or could not be read, was handed in)."""
+    with open(grades_csv, newline="", encoding="utf-8") as f:
+        return {(r["student"], r["assignment"]) for r in csv.DictReader(f)
+                if not (r.get("message") or "").startswith(NOTHING_HANDED_IN)}
+
+
 def canvas(grades, rows, **_):
     lines = [CANVAS_COLUMNS + [for_csv_cell(a) for a in grades.assignments],
              ["Points Possible", "", "", "", ""] + [_number(grades.possible[a]) for a in grades.assignments]]
     for row in rows:
         s = row.student
         lines.append([for_csv_cell(x) for x in (s.display, s.lms_id, s.sis_user_id, s.sis_login_id, s.section)]
-                     + [_number(x) for x in row.scores])
+                     + [_cell(x) for x in row.scores])
     return _csv(lines), []
 
 
@@ -112,17 +129,25 @@ def moodle(grades, rows, identify="email", **_):
             warnings.append(f"{row.student.folder}: no {identify} in the roster: left out of the Moodle file "
                             f"(Moodle stops an import at a student it cannot find)")
             continue
-        lines.append([for_csv_cell(key)] + [_number(x) for x in row.scores])
+        lines.append([for_csv_cell(key)] + [_cell(x) for x in row.scores])
     return _csv(lines), warnings
 
 
 WRITERS = {"plain": plain, "canvas": canvas, "moodle": moodle}
 
 
-def export(grades_csv, format="plain", roster=None, identify="email"):
-    """(the file's text, [warnings for the instructor])."""
+def export(grades_csv, format="plain", roster=None, identify="email", missing="blank"):
+    """(the file's text, [warnings for the instructor]). `missing`: what canvas and moodle write for
+    an assignment a student handed in no notebook of, "blank" (an empty cell) or "zero"."""
+    if missing not in MISSING:
+        raise ValueError(f"missing work is exported as {' or '.join(MISSING)}, not {missing}")
     grades = read_grades(grades_csv)
     rows, warnings = with_roster(grades, roster)
+    if missing == "blank" and format in ("canvas", "moodle"):
+        handed_in = _handed_in(grades_csv)
+        for row in rows:
+            row.scores = [None if (row.student.folder, a) not in handed_in else x
+                          for a, x in zip(grades.assignments, row.scores)]
     text, more = WRITERS[format](grades, rows, roster=roster, identify=identify)
     return text, warnings + more
 
@@ -132,8 +157,8 @@ def lms_table(grades_csv):
     return export(grades_csv)[0]
 
 
-def write_lms(grades_csv, path, format="plain", roster=None, identify="email"):
+def write_lms(grades_csv, path, format="plain", roster=None, identify="email", missing="blank"):
     """Writes the export; returns (path, [warnings])."""
-    text, warnings = export(grades_csv, format, roster, identify)
+    text, warnings = export(grades_csv, format, roster, identify, missing)
     atomic_write(os.path.abspath(path), text)
     return path, warnings

@@ -13,13 +13,15 @@ does not (Docker's default seccomp profile refuses them), the zip grades with wh
 allows (`results_json`): the autograder's folder locked to root (`lock_down`: the checks, the
 solutions, the source, the submission, results.json), the student's code run as the unprivileged
 user that setup.sh makes, with the seccomp filter and the same limits; every process of that user
-killed before root writes results.json; and results.json's output says so.
+killed before root writes results.json; and the autograder's stdout, which Gradescope shows the
+instructors alone, says so (never results.json's `output`, which students see: `for_instructors`).
 """
 import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,12 +32,12 @@ from pathlib import Path
 
 from . import REPO_ROOT, SOLUTIONS_DIR
 from .files import atomic_write
-from .notebook import NotebookError, read_notebook_bytes
+from .notebook import NotebookError, pick_notebook, read_notebook_bytes, renamed_note
 from .pipeline import grade_notebook, not_graded
 from .results import Graded
 from .sandbox import isolation, seccomp
 from .sandbox.isolation import NOT_ISOLATED, bubblewrap_works
-from .sandbox.processes import end_identity
+from .sandbox.processes import ThrowawayUser, end_identity, writable_by_anyone
 
 BUILD_DIR = REPO_ROOT / "build" / "gradescope"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # the CPU-only torch: Gradescope has no GPU
@@ -178,15 +180,23 @@ def container_text(assignment, ended):
             f"as the unprivileged user {name} (uid {uid}), which could neither read nor write the autograder's files "
             f"(the checks, the solutions, the source), the submission folder or results.json: the grader, root, "
             f"{end} before writing results.json. Limits: CPU time, memory, file size, "
-            f"processes{' (also counted by the kernel for that user)' if name == isolation.STUDENT_USER else ''}, "
-            f"time; {isolation.memory_guards_text()}. Unlike under bubblewrap, it could read the image's system "
-            f"files and reach the network.")
+            f"processes{' (also counted by the kernel for that user)' if isolation.own_student_user() else ''}, "
+            f"open files, time; {isolation.memory_guards_text()}. Unlike under bubblewrap, it could read the image's "
+            f"system files{'' if isolation.memory_guards()[1] else ' and reach the network'}.")
+
+
+def for_instructors(text):
+    """A note for the instructors: printed to stdout, which Gradescope shows them alone (results.json
+    sets `stdout_visibility` hidden), never put in results.json's `output`, which students see."""
+    print(f"autograder, for the instructors: {text}", flush=True)
 
 
 def _refused(results_path, reason):
-    data = {"score": 0.0, "visibility": "visible", "tests": [],
-            "output": f"Not graded: {reason} The instructor can set AUTOGRADER_ALLOW_UNISOLATED=1 in run_autograder "
-                      "to grade anyway, with the student's code running as the autograder's user."}
+    for_instructors(f"Not graded: {reason} Set AUTOGRADER_ALLOW_UNISOLATED=1 in run_autograder to grade anyway, "
+                    "with the student's code running as the autograder's user.")
+    data = {"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
+            "output": "Not graded: the autograder cannot run notebooks safely in this container; "
+                      "your instructor can see why in the autograder's output."}
     atomic_write(results_path, json.dumps(data, indent=1))
     return data
 
@@ -199,11 +209,32 @@ def results_json(assignment, submission_dir, results_path):
     try:
         return _results_json(assignment, submission_dir, results_path)
     except BaseException as error:
-        data = {"score": 0.0, "visibility": "visible", "tests": [],
+        data = {"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
                 "output": f"Not graded: the autograder failed ({type(error).__name__}: {error}); "
                           "the instructor can see the traceback in the autograder's output."}
         atomic_write(results_path, json.dumps(data, indent=1))
         raise
+
+
+def submitted_notebook(submission_dir, assignment):
+    """(the notebook to grade in Gradescope's submission folder or None, [notes for the student]):
+    `<a>.ipynb`, else a browser's or Colab's name for it (`notebook.pick_notebook`, the rule `grade`
+    and `check` use), else the only notebook handed in (it was uploaded to this assignment), else
+    the first; the note says which file was graded as the assignment, and which were ignored."""
+    from . import assignments
+    notebooks = sorted(Path(submission_dir).rglob("*.ipynb"))
+    if not notebooks:
+        return None, []
+    by_name = {}
+    for path in notebooks:  # the shallowest of each name
+        by_name.setdefault(path.name, path)
+    name = pick_notebook(list(by_name), assignment, assignments()) or notebooks[0].name
+    chosen = by_name[name]
+    notes = [renamed_note(name, assignment)] if name != f"{assignment}.ipynb" else []
+    ignored = [str(p.relative_to(submission_dir)) for p in notebooks if p != chosen]
+    if ignored:
+        notes.append(f"only {chosen.relative_to(submission_dir)} is graded; ignored: {', '.join(ignored)}")
+    return chosen, notes
 
 
 def _results_json(assignment, submission_dir, results_path):
@@ -221,29 +252,29 @@ def _results_json(assignment, submission_dir, results_path):
         return _refused(results_path, "this machine refuses namespaces (bubblewrap cannot run) and the grader is "
                         "not root, so the student's code cannot run as another user.")
     submission_dir = Path(submission_dir)
-    notebooks = sorted(submission_dir.rglob("*.ipynb"))
-    wanted = [p for p in notebooks if p.name == f"{assignment}.ipynb"] or notebooks
+    wanted, notes = submitted_notebook(submission_dir, assignment)
     work = Path(tempfile.mkdtemp(prefix="gradescope-"))
     try:
         target = work / assignment / f"{assignment}.ipynb"
         target.parent.mkdir(parents=True)
         try:
             if wanted:  # read as `grade` reads it: a symlink is refused, not followed
-                target.write_bytes(read_notebook_bytes(wanted[0]))
+                target.write_bytes(read_notebook_bytes(wanted))
             graded = grade_notebook("student", assignment, str(target))
         except NotebookError as error:
             graded = not_graded("student", assignment, error)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    graded.notes = notes + list(graded.notes)  # the file names in them are the student's: bounded as notes
     tests = [notebook_test(graded)] + check_tests(graded)
     output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)
     if contained and isolation.drops_identity():
-        uid, gid, name = isolation.student_identity()
+        uid, gid, _ = isolation.student_identity()
         # kill(-1) as nobody would also kill others' processes (other graders' sandboxes): only a user of its own
-        ended = end_identity(uid, gid) if name == isolation.STUDENT_USER else None
-        output = container_text(assignment, ended) + (f"\n{output}" if output else "")
+        ended = end_identity(uid, gid) if isolation.own_student_user() else None
+        for_instructors(container_text(assignment, ended))
     elif not isolated:
-        output = f"WARNING: {NOT_ISOLATED}\n{output}"
+        for_instructors(f"WARNING: {NOT_ISOLATED}")
     data = {"score": round(graded.score, 4), "output": output or f"{assignment}: graded",
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
     atomic_write(results_path, json.dumps(data, indent=1))
@@ -306,24 +337,198 @@ def _run(command, what, timeout, **kwargs):
     return done
 
 
-def try_zip(zip_path, submission, python=sys.executable, timeout=1800, no_namespaces=False):
+VENV_CACHE_ENV = "AUTOGRADER_VENV_CACHE"   # where the try keeps its venvs (default: VENV_CACHE)
+VENV_CACHE = Path("~/.cache/attention-gradually/gradescope-venvs")
+SHARED_VENV_CACHE = Path("/var/cache/attention-gradually/gradescope-venvs")  # --no-namespaces: others must reach it
+
+
+def venv_key(requirements, python):
+    """16 hex digits of the sha256 of the requirements' text and the Python (its real path and version):
+    one venv per set of requirements and Python."""
+    import hashlib
+    version = subprocess.run([str(python), "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    return hashlib.sha256(b"\0".join([Path(requirements).read_bytes(), os.path.realpath(python).encode(),
+                                       version.encode()])).hexdigest()[:16]
+
+
+def venv_cache(no_namespaces=False):
+    """The folder of the try's venvs: $AUTOGRADER_VENV_CACHE, else ~/.cache/attention-gradually/
+    gradescope-venvs; with --no-namespaces, where the student's user cannot reach the home's cache
+    (root's home is closed to others), /var/cache/attention-gradually/gradescope-venvs."""
+    if os.environ.get(VENV_CACHE_ENV):
+        return Path(os.environ[VENV_CACHE_ENV]).expanduser()
+    home = VENV_CACHE.expanduser()
+    if no_namespaces:
+        reachable = next((p for p in [home, *home.parents] if p.exists()), None)
+        if reachable is None or not isolation._others_can_reach(reachable):
+            return SHARED_VENV_CACHE
+    return home
+
+
+def cached_venv(requirements, python, env, timeout, no_namespaces=False):
+    """(the venv with `requirements` installed, whether it was reused): one per requirements digest
+    and Python (`venv_key`), made once (under a lock, with a mark written last: a venv whose install
+    failed or was cut is made again) and reused by every later try. Made by the try's user with
+    its umask: nobody else can change it."""
+    import fcntl
+    cache = venv_cache(no_namespaces)
+    cache.mkdir(parents=True, exist_ok=True)
+    if no_namespaces:
+        for folder in [cache, *cache.parents]:
+            if folder == Path("/") or isolation._others_can_reach(folder):
+                break
+            os.chmod(folder, os.stat(folder).st_mode | 0o005)  # the student's user runs its Python
+    venv = cache / venv_key(requirements, python)
+    with open(cache / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / "installed").is_file():
+            return venv, True
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([python, "-m", "venv", venv], "creating the venv", 300, env=env)
+        # --no-compile: byte-compiling torch's thousands of modules is a third of the install, and
+        # changes nothing that is installed (Python compiles what it imports)
+        _run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile", "-r", requirements],
+             "pip install -r requirements.txt", timeout, env=env)
+        shutil.copyfile(requirements, venv / "requirements.txt")
+        (venv / "installed").write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    return venv, False
+
+
+# setup.sh in the try: what would change this machine (its packages, its users) is skipped and said;
+# its Python found as on Gradescope's image; its venv is the try's (cached), its pip install run into it
+TRY_SKIPPED = "setup.sh (try): skipped"
+TRY_STUB = """#!/bin/sh
+echo "{skipped} \\`$(basename "$0") $*\\` (the try does not change this machine's packages or users)" >&2
+exit 0
+"""
+TRY_PYTHON = """#!/bin/sh
+# python{need} as setup.sh sees it: the try's Python; `-m venv $ROOT/venv` keeps the try's venv
+if [ "$1" = -m ] && [ "$2" = venv ] && [ -x "$3/bin/python" ]; then
+  echo "setup.sh (try): kept the try's venv $3 (made once per set of requirements)"; exit 0  # setup.sh hides stderr here
+fi
+exec "{python}" "$@"
+"""
+
+
+def run_setup_sh(root, python, env, timeout):
+    """Run the zip's setup.sh as far as it applies here: with AUTOGRADER_ROOT `root` (whose venv is
+    in place), `apt-get`, `add-apt-repository` and `useradd` skipped (each said on stderr), `python`
+    as the image's python3.X, and its `pip install` into the venv for real (all installed: it checks
+    the line and the index options). Returns (its output, the lines that say what was skipped);
+    a TryError if it fails."""
+    need = "%d.%d" % min_python()
+    shims = root / "try-bin"
+    shims.mkdir(exist_ok=True)
+    for name in ("apt-get", "add-apt-repository", "useradd"):
+        (shims / name).write_text(TRY_STUB.format(skipped=TRY_SKIPPED))
+    (shims / f"python{need}").write_text(TRY_PYTHON.format(need=need, python=os.path.realpath(python)))
+    for path in shims.iterdir():
+        path.chmod(0o755)
+    done = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=timeout,
+                          env={**env, "AUTOGRADER_ROOT": str(root), "PATH": f"{shims}:{env.get('PATH', '/usr/bin:/bin')}"},
+                          cwd=root)
+    shutil.rmtree(shims, ignore_errors=True)
+    printed = done.stdout + done.stderr
+    if done.returncode:
+        raise TryError(f"setup.sh failed (exit {done.returncode}):\n{printed[-4000:]}")
+    return printed, [line for line in printed.splitlines() if line.startswith(TRY_SKIPPED)]
+
+
+def keep_run(folder, one, setup_printed):
+    """--keep: the run's results.json, what run_autograder printed (the instructors' notes among it)
+    and setup.sh's output, in `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / "results.json", json.dumps(one["results"], indent=1))
+    atomic_write(folder / "run_autograder.txt", one.get("printed") or "")
+    atomic_write(folder / "setup.txt", setup_printed or "")
+    return folder
+
+
+def try_zip(zip_path, submission, python=sys.executable, timeout=1800, no_namespaces=False, keep=None):
     """Try a zip the way Gradescope runs it: its files laid out as /autograder is, in a temporary
     folder; a fresh venv (of `python`) with the zip's requirements.txt; its run_autograder on
     `submission`; and the results.json it writes compared, check by check, with what `grade` gives
     the same notebook here (run meanwhile, in a process of its own, as an instructor runs it).
     With `no_namespaces` (root only), run_autograder runs in a container as Docker's default
-    profile makes one (`_without_namespaces`), with no cgroup to make, and a Python the student's
-    user can run.
-    Returns {"assignment", "results", "rows", "same", "score", "max_score", "install_s", "run_s"}.
-    The pip index is pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine
-    offline cannot reach."""
-    return try_zips(zip_path, [submission], python, timeout, no_namespaces)[0]
+    profile makes one (`_without_namespaces`), with no cgroup to make, a Python the student's
+    user can run, and as the student's user a throwaway user of its own (`run_submission`).
+    The venv is made once per set of requirements and Python and reused (`cached_venv`), and the
+    zip's setup.sh run as far as it applies here (`run_setup_sh`). `keep`: a folder where the run's
+    results.json and output are kept (`keep_run`).
+    Returns {"assignment", "results", "rows", "same", "score", "max_score", "install_s", "run_s",
+    "student_user", "printed", "venv", "venv_reused", "setup_skipped", "kept"}. The venv's pip index
+    is pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine offline cannot reach."""
+    return try_zips(zip_path, [submission], python, timeout, no_namespaces, keep)[0]
 
 
-def try_zips(zip_path, submissions, python=sys.executable, timeout=1800, no_namespaces=False):
-    """`try_zip` for several submissions with one venv: Gradescope's run of each in turn (the
-    submission and results folders emptied between them), `grade` on them as a class. A list of
-    `try_zip`'s results, one per submission, in their order."""
+def run_submission(root, submission, env, timeout=1800, no_namespaces=False, folders=None):
+    """Gradescope's run of one submission in `root`, laid out as /autograder (source, venv): the
+    submission and results folders emptied, `submission` put in, the zip's run_autograder run.
+    With `no_namespaces`, in a container as Docker's default profile makes one, and the student's
+    code runs as a throwaway user of its own (`ThrowawayUser`), never as an identity other
+    processes of this machine have (the host's nobody: a process of a student's that outlived the
+    try could kill the sandboxes of a later `grade` run, which bubblewrap runs as nobody): made for
+    this run, every process of it killed after the run (one that left its session included), every
+    file it owns in the folders anyone may write (`folders`, default `writable_by_anyone()`)
+    removed, and the user deleted; a TryError if anything of it is left.
+    Returns {"results", "run_s", "student_user": (name, uid) or None}."""
+    root, submission = Path(root), Path(submission)
+    for folder in ("submission", "results"):
+        shutil.rmtree(root / folder, ignore_errors=True)
+        (root / folder).mkdir()
+    shutil.copyfile(submission, root / "submission" / submission.name)
+    run_env, user = {**env, "AUTOGRADER_ROOT": str(root)}, None
+    if no_namespaces:
+        if os.geteuid() != 0:
+            raise TryError("--no-namespaces: Gradescope runs the autograder as root; so must this try, which runs "
+                           "the student's code as a throwaway user of its own and removes it after (without root "
+                           "it could neither make that user nor kill what the student's code left running)")
+        try:
+            user = ThrowawayUser()
+        except OSError as error:
+            raise TryError(f"--no-namespaces: could not make a throwaway user for the student's code ({error}); "
+                           "the try never runs it as an identity other processes have, such as nobody") from None
+        run_env.update({"AUTOGRADER_CGROUPS": "off",  # a container's cgroups are read-only
+                        isolation.STUDENT_USER_ENV: user.name})
+    start, left, raised = time.monotonic(), None, True
+    try:
+        try:
+            process = subprocess.Popen(["bash", str(root / "source" / "run_autograder")], stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, env=run_env, cwd=root,
+                                       preexec_fn=_without_namespaces if no_namespaces else None,
+                                       start_new_session=True)
+        except subprocess.SubprocessError as error:
+            raise TryError(f"run_autograder could not be started without namespaces: {error}") from None
+        try:
+            printed, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the grader too, not only bash
+            process.wait()
+            raise
+        raised = False
+    finally:
+        if user is not None:
+            left = user.remove(folders)
+            if any(left.values()) and not raised:
+                raise TryError(f"--no-namespaces: the student's user {user.name} (uid {user.uid}) could not be "
+                               f"removed entirely: {left}")
+    run_s = time.monotonic() - start
+    try:
+        results = json.loads((root / "results" / "results.json").read_text())
+    except (OSError, ValueError) as error:
+        raise TryError(f"run_autograder wrote no readable results.json ({error}); it printed:\n"
+                       f"{printed[-4000:]}") from None
+    return {"results": results, "run_s": run_s, "student_user": (user.name, user.uid) if user else None,
+            "printed": printed}
+
+
+def try_zips(zip_path, submissions, python=sys.executable, timeout=1800, no_namespaces=False, keep=None):
+    """`try_zip` for several submissions with one venv: Gradescope's run of each in turn
+    (`run_submission`; without namespaces each as a throwaway user of its own), `grade` on them as
+    a class. A list of `try_zip`'s results, one per submission, in their order. `keep`: each run's
+    files in that folder (one submission) or in its student1/, student2/, ... (several)."""
     zip_path, submissions = Path(zip_path), [Path(s) for s in submissions]
     for path, what in [(zip_path, "zip")] + [(s, "notebook") for s in submissions]:
         if not path.is_file():
@@ -335,12 +540,13 @@ def try_zips(zip_path, submissions, python=sys.executable, timeout=1800, no_name
             raise TryError(f"{zip_path} is not a zip built by `python -m autograder gradescope`")
         assignment = found[0]
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-        run_env, preexec = {**env}, None
+        folders = None
         if no_namespaces:
             if os.geteuid() != 0:
-                raise TryError("--no-namespaces: Gradescope runs the autograder as root; so must this try")
+                raise TryError("--no-namespaces: Gradescope runs the autograder as root; so must this try, which "
+                               "runs the student's code as a throwaway user of its own and removes it after")
             python = _python_for_others(python)
-            run_env["AUTOGRADER_CGROUPS"], preexec = "off", _without_namespaces  # a container's cgroups are read-only
+            folders = writable_by_anyone()  # where the student's user may leave files: looked for once
         root, grading, tried = Path(tempfile.mkdtemp(prefix="gradescope-try-")), None, []
         students = [f"student{i + 1}" for i in range(len(submissions))]
         try:
@@ -352,37 +558,20 @@ def try_zips(zip_path, submissions, python=sys.executable, timeout=1800, no_name
             grading = subprocess.Popen([sys.executable, "-m", "autograder", "grade", root / "grade" / "submitted",
                                         "--quiet", "-j", "1", "--out", root / "grade" / "out"], cwd=REPO_ROOT, env=env,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            root.chmod(0o755)  # as /autograder is: the students' processes run as nobody and need its venv
+            root.chmod(0o755)  # as /autograder is: the student's processes run as another user and need its venv
             archive.extractall(root / "source")
             start = time.monotonic()
-            _run([python, "-m", "venv", root / "venv"], "creating the venv", 300, env=env)
-            # --no-compile: byte-compiling torch's thousands of modules is a third of the install, and
-            # changes nothing that is installed (Python compiles what it imports)
-            _run([root / "venv" / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile",
-                  "-r", root / "source" / "requirements.txt"],
-                 "pip install -r requirements.txt", timeout, env=env)
+            venv, reused = cached_venv(root / "source" / "requirements.txt", python, env, timeout, no_namespaces)
+            (root / "venv").symlink_to(venv, target_is_directory=True)  # lock_down leaves a link alone
+            setup_printed, skipped = run_setup_sh(root, python, env, timeout)
             install_s = time.monotonic() - start
-            for submission in submissions:
-                for folder in ("submission", "results"):
-                    shutil.rmtree(root / folder, ignore_errors=True)
-                    (root / folder).mkdir()
-                shutil.copyfile(submission, root / "submission" / submission.name)
-                start = time.monotonic()
-                try:
-                    done = subprocess.run(["bash", str(root / "source" / "run_autograder")], capture_output=True,
-                                          text=True, timeout=timeout, env={**run_env, "AUTOGRADER_ROOT": str(root)},
-                                          cwd=root, preexec_fn=preexec)
-                except subprocess.TimeoutExpired:
-                    raise
-                except subprocess.SubprocessError as error:
-                    raise TryError(f"run_autograder could not be started without namespaces: {error}") from None
-                run_s = time.monotonic() - start
-                try:
-                    results = json.loads((root / "results" / "results.json").read_text())
-                except (OSError, ValueError) as error:
-                    raise TryError(f"run_autograder wrote no readable results.json ({error}); it printed:\n"
-                                   f"{(done.stdout + done.stderr)[-4000:]}") from None
-                tried.append({"assignment": assignment, "results": results, "install_s": install_s, "run_s": run_s})
+            for i, submission in enumerate(submissions):
+                one = run_submission(root, submission, env, timeout, no_namespaces, folders)
+                tried.append({"assignment": assignment, "install_s": install_s, "venv": venv, "venv_reused": reused,
+                              "setup_skipped": skipped, "kept": None, **one})
+                if keep is not None:
+                    tried[-1]["kept"] = keep_run(Path(keep) / (f"student{i + 1}" if len(submissions) > 1 else ""),
+                                                 one, setup_printed)
             output, _ = grading.communicate(timeout=timeout)
             for student, one in zip(students, tried):
                 # grade's result, read from its journal (journal.py's layout) without journal.load's check
@@ -413,7 +602,20 @@ def try_text(tried):
         lines.append(f"{name:<{width}}  {show(theirs):>10}  {show(ours):>5}  {most:>5.2f}{mark}")
     lines.append(f"{tried['assignment']}: Gradescope {tried['results'].get('score', 0):g}, grade {tried['score']:g} "
                  f"of {tried['max_score']:g}: {'the same' if tried['same'] else 'DIFFERENT'} "
-                 f"(venv and install {tried['install_s']:.0f} s, run_autograder {tried['run_s']:.0f} s)")
+                 f"({'venv reused' if tried.get('venv_reused') else 'venv made'} and setup.sh "
+                 f"{tried['install_s']:.0f} s, run_autograder {tried['run_s']:.0f} s)")
+    if tried.get("venv"):
+        lines.append(f"venv: {tried['venv']} (one per set of requirements and Python; delete it to make it again)")
+    for line in tried.get("setup_skipped") or ():
+        lines.append(line)
+    if tried.get("kept"):
+        lines.append(f"kept in {tried['kept']}: results.json, run_autograder.txt (its output, the instructors' notes "
+                     f"among it), setup.txt")
+    if tried.get("student_user"):
+        name, uid = tried["student_user"]
+        lines.append(f"the student's code ran as {name} (uid {uid}), a user made for this run alone: after it, every "
+                     f"process of that user was killed, every file it owned in {', '.join(writable_by_anyone())} "
+                     f"removed, and the user deleted")
     if not tried["same"] and tried["results"].get("output"):
         lines.append(f"Gradescope's output: {tried['results']['output']}")
     return "\n".join(lines)

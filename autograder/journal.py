@@ -161,3 +161,67 @@ def keep_attempts(out_dir, student, assignment, path, seed=None, count=0):
 def forget_attempts(out_dir, student, assignment):
     """Forget the notebook's recorded attempts (`grade --student`: tried again as never before)."""
     _attempts_file(out_dir, student, assignment).unlink(missing_ok=True)
+
+
+# The class's settings: the roster, the deadlines and the late rule (`grade --roster --deadlines
+# --late-penalty --late-max-days --submitted-at`), kept in OUT/.journal/.class/ beside the seed:
+# `settings` (JSON; not *.json, which are the entries) says which, each file's name as given and
+# its sha256, and a copy of each file's bytes is kept there, so a later command into OUT
+# (`--student`, a resumed run, `merge` of shards)
+# applies them without their being given again, and one that gives other ones is refused unless
+# told to replace them (`--replace-class-settings`).
+
+CLASS_FILES = ("roster", "deadlines", "submitted_at")  # submitted_at: a file only when a CSV of times
+
+
+class ClassSettingsError(Exception):
+    """OUT's kept class settings cannot be read, or a command would change them; the message says what to do."""
+
+
+def _class_dir(out_dir):
+    return Path(out_dir) / ".journal" / ".class"  # a student folder never starts with "."
+
+
+def digest(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def class_file(out_dir, kind):
+    """The kept copy of the class's `kind` file (CLASS_FILES)."""
+    return _class_dir(out_dir) / f"{kind}.csv"
+
+
+def kept_class(out_dir):
+    """The class settings kept in OUT, or None where no run has kept any: {"roster": {"source", "digest"}
+    or None, "deadlines": likewise, "late_penalty": float, "late_max_days": int, "submitted_at":
+    "mtime", "gradescope" or {"source", "digest"}}. Each kept copy is checked against its digest."""
+    record = _class_dir(out_dir) / "settings"  # not *.json: not an entry
+    try:
+        settings = json.loads(record.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise ClassSettingsError(f"{record} cannot be read ({error}): give the class's settings again with "
+                                 "--replace-class-settings") from None
+    for kind in CLASS_FILES:
+        kept = settings.get(kind)
+        if isinstance(kept, dict):
+            try:
+                same = digest(class_file(out_dir, kind).read_bytes()) == kept.get("digest")
+            except OSError:
+                same = False
+            if not same:
+                raise ClassSettingsError(f"{class_file(out_dir, kind)} is missing or was edited (its digest is not "
+                                         f"the one kept): give the class's settings again with --replace-class-settings")
+    return settings
+
+
+def keep_class(out_dir, settings, files):
+    """Keep the class settings in OUT; `files`: {kind: the bytes of each file the settings name}."""
+    for kind in CLASS_FILES:
+        path = class_file(out_dir, kind)
+        if kind in files:
+            atomic_write(path, files[kind].decode("utf-8"))  # read as UTF-8 already: the same bytes
+        else:
+            path.unlink(missing_ok=True)
+    atomic_write(_class_dir(out_dir) / "settings", json.dumps(settings, sort_keys=True))

@@ -158,25 +158,44 @@ def lateness(jobs, deadlines, policy, source="mtime"):
             continue  # no deadline, or nothing handed in (it scores 0 already)
         if given is not None:
             submitted = given.get((student, assignment))
+        elif not os.path.lexists(path):
+            continue  # no notebook where it was looked for: it scores 0 already, and its feedback says why
         else:
             submitted = gradescope_time(path) if source == "gradescope" else mtime(path)
         if submitted is None:
-            warnings.append(f"{student}/{assignment}: no submission time ({'its submission_metadata.json' if source == 'gradescope' else source}): "
-                            f"no late penalty applied")
+            warnings.append(f"{student}/{assignment}: no late penalty applied: {_no_time(source, path, student, assignment)}")
             continue
         found[student, assignment] = Late.of(deadlines[assignment], submitted, policy)
     return found, warnings
 
 
-def when(moment):
-    """A date-time as a reader wants it, in its own offset: 2026-10-05 23:59 -04:00."""
-    return moment.isoformat(sep=" ", timespec="minutes")
+def _no_time(source, path, student, assignment):
+    """What is actually missing when a graded notebook has no hand-in time."""
+    if source == "gradescope":
+        beside = os.path.join(os.path.dirname(path), "submission_metadata.json")
+        if not os.path.exists(beside):
+            return f"no submission_metadata.json beside {os.path.basename(path)} (Gradescope's export puts one there)"
+        return f"{beside} has no readable created_at"
+    if source == "mtime":
+        return f"the modification time of {path} cannot be read"
+    return f"no line {student},{assignment} in {source}"
+
+
+def when(moment, zone=None):
+    """A date-time as a reader wants it, in `zone` (default: its own), the zone named:
+    2026-10-05 23:59 EDT, 2026-10-05 23:59 UTC-04:00, 2026-10-06 03:59 UTC."""
+    moment = moment.astimezone(zone) if zone is not None else moment
+    name = moment.tzname() or moment.strftime("UTC%z")
+    return f"{moment:%Y-%m-%d %H:%M} {name}"
 
 
 def sentence(late, score, max_score, shown=str):
-    """The feedback's line about a notebook's deadline."""
+    """The feedback's line about a notebook's deadline: the hand-in time said in the deadline's zone
+    (a file's modification time and Gradescope's times are in UTC, a deadline in the course's)."""
+    zone = late.due.tzinfo
+    handed, due = when(late.submitted, zone), when(late.due)
     if late.days == 0:
-        return f"Handed in {when(late.submitted)}, before the deadline ({when(late.due)})."
-    return (f"Handed in {when(late.submitted)}, {late.days} day{'s' * (late.days != 1)} after the deadline "
-            f"({when(late.due)}; a part of a day counts as a day): late penalty {shown(late.percent)}% of the points "
+        return f"Handed in {handed}, before the deadline ({due})."
+    return (f"Handed in {handed}, {late.days} day{'s' * (late.days != 1)} after the deadline "
+            f"({due}; a part of a day counts as a day): late penalty {shown(late.percent)}% of the points "
             f"earned, {shown(score)} → {shown(late.apply(score))} of {shown(max_score)}.")

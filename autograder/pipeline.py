@@ -100,10 +100,12 @@ def _student_jobs(student, folder, known, problems):
                or (os.path.islink(os.path.join(folder, e)) and not e.endswith(".ipynb"))]
     jobs, taken = {}, {}  # assignment -> its Job, and the folder it came from
     for name in folders:
-        assignment = name if name in known else _closest(name, known)
-        if assignment is None or (assignment != name and assignment in folders):
+        assignment = notebook.assignment_of_name(name, known)
+        if assignment is None:
             problems.append((student, f"{student}/{name}: not an assignment of this course "
                                       f"(expected one of {', '.join(known)}); not graded"))
+        elif assignment != name and assignment in folders:
+            problems.append((student, f"{student}/{name}: ignored ({student}/{assignment}/ is graded as {assignment})"))
         elif assignment in taken:
             problems.append((student, f"{student}/{name}: ignored ({student}/{taken[assignment]}/ is graded as {assignment})"))
         elif os.path.islink(os.path.join(folder, name)):
@@ -117,11 +119,15 @@ def _student_jobs(student, folder, known, problems):
                 notes = (f"graded as {assignment}: the folder {student}/{name} should be named {assignment}",)
                 problems.append((student, notes[0]))
             taken[assignment] = name
-            jobs[assignment] = Job(student, assignment, os.path.join(folder, name, f"{assignment}.ipynb"), notes=notes)
+            file = _notebook_in(os.path.join(folder, name), assignment, known)
+            if file != f"{assignment}.ipynb":  # a browser's or Colab's name for it: graded, and said once
+                notes += (notebook.renamed_note(file, assignment),)
+                problems.append((student, f"{student}/{name}/{notes[-1]}"))
+            jobs[assignment] = Job(student, assignment, os.path.join(folder, name, file), notes=notes)
     for name in entries:
         if name in folders or not name.endswith(".ipynb"):
             continue
-        assignment = name[:-len(".ipynb")] if name[:-len(".ipynb")] in known else _closest(name[:-len(".ipynb")], known)
+        assignment = notebook.assignment_of_filename(name, known)
         if assignment is None:
             problems.append((student, f"{student}/{name}: not named after an assignment of this course "
                                       f"(expected {LAYOUT}); not graded"))
@@ -136,8 +142,18 @@ def _student_jobs(student, folder, known, problems):
     return [jobs[a] for a in known if a in jobs], f"found {shown}" if entries else "it is empty"
 
 
+def _notebook_in(folder, assignment, known):
+    """The file name to grade in an assignment's folder: `<a>.ipynb`, else a browser's or Colab's
+    name for it (`notebook.pick_notebook`), else `<a>.ipynb` all the same (`_load` says what is there)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        names = []
+    return notebook.pick_notebook(names, assignment, known) or f"{assignment}.ipynb"
+
+
 def _named_like_an_assignment(name, known):
-    return name in known or _closest(name, known) is not None
+    return notebook.assignment_of_name(name, known) is not None
 
 
 def _holds_assignment_folders(folder, known):
@@ -202,10 +218,8 @@ def _flag_hard_links(submissions, found, problems):
 
 
 def _closest(folder, known):
-    import difflib
-    normal = folder.lower().replace("_", "-").replace(" ", "-")
-    match = difflib.get_close_matches(normal, known, n=1, cutoff=0.8)
-    return match[0] if match else None
+    """The assignment a folder's name stands for (`notebook.assignment_of_name`: the rule of every route)."""
+    return notebook.assignment_of_name(folder, known)
 
 
 def not_graded(student, assignment, reason):
@@ -224,9 +238,9 @@ def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
         return not_graded(student, assignment, error)
     graded = Graded(student, assignment, [])
     graded.notes.extend(submission.warnings)
-    extra = sorted(f for f in os.listdir(os.path.dirname(path)) if f.endswith(".ipynb") and f != f"{assignment}.ipynb")
+    extra = sorted(f for f in os.listdir(os.path.dirname(path)) if f.endswith(".ipynb") and f != os.path.basename(path))
     if extra:
-        graded.notes.append(f"only {assignment}.ipynb is graded; ignored: {', '.join(extra)}")
+        graded.notes.append(f"only {os.path.basename(path)} is graded; ignored: {', '.join(extra)}")
     ref = reference.load(assignment)
     stages = Stages()
     with SandboxedStudent(submission.code_cells, limits, notebook.modules_to_preload(assignment)) as student_process:

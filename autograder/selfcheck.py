@@ -69,8 +69,9 @@ def find_assignment(path, override=None):
         if override not in known:
             raise UsageError(f"no assignment {override!r}; the assignments are {', '.join(known)}")
         return override
-    if path.stem in known:
-        return path.stem
+    named = notebook.assignment_of_filename(path.name, known)  # the rule `grade` and Gradescope use
+    if named is not None:
+        return named
     present = set(load_submission(path, known[0]).by_grade_id)  # the ids do not depend on the assignment
     matches = {a: len(present & cell_ids(a)) for a in known}
     best = max(known, key=matches.get)
@@ -275,7 +276,10 @@ def cell_error(n, error):
 def notebook_block(path, assignment, submission, errors, at, inputs):
     block = Block("Notebook")
     if path.name != f"{assignment}.ipynb":
-        block.add(FAIL, f"the grader looks for {assignment}.ipynb: rename the file before you hand it in")
+        if notebook.assignment_of_filename(path.name, assignments()) == assignment:
+            block.add(NOTE, notebook.renamed_note(path.name, assignment))
+        else:
+            block.add(FAIL, f"the grader looks for {assignment}.ipynb: rename the file before you hand it in")
     if not bubblewrap_works():
         block.add(NOTE, "bubblewrap is not installed here, so your notebook ran without the grader's sandbox: "
                         "reading files or the network may work here and fail at grading")

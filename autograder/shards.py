@@ -7,12 +7,21 @@ as discovery saw it, the grader's version, the run's seed (the stated rules' inp
 is given the same `--seed`, so the shards draw the inputs one run draws), and its results.
 `merge` refuses shards of another split, class, grader or seed, a shard given twice and a missing
 one, each with the fix.
+
+The class settings (the roster, the deadlines and the late rule, `grade --roster --deadlines`) are
+kept in each shard's journal (`journal.kept_class`); shard.json names them (their digests) and
+holds each notebook's lateness (`late`: when it was due and handed in, which the merge cannot see).
+`merge` refuses shards graded with different class settings, or whose journal does not hold the
+ones shard.json names, and gives the merged folder the names, penalties and late notes of one run.
 """
 import json
 import os
 
+from datetime import datetime
+
 from . import journal
 from .files import atomic_write
+from .late import Late
 from .results import Graded
 
 MANIFEST = "shard.json"
@@ -37,9 +46,14 @@ def students_of(class_students, k, n):
     return set(sorted(class_students)[k - 1::n])
 
 
-def write(out_dir, k, n, class_students, results, problems, seed=None):
+def write(out_dir, k, n, class_students, results, problems, seed=None, late=None, settings=None):
+    """`late`: {(student, assignment): late.Late} (deadlines given) or None; `settings`: the class
+    settings the shard was graded with (as `journal.kept_class` has them) or None."""
     data = {"shard": [k, n], "grader": journal.grader_version(), "class": sorted(class_students), "seed": seed,
-            "results": [graded.to_dict() for graded in results], "problems": problems}
+            "results": [graded.to_dict() for graded in results], "problems": problems,
+            "class_settings": settings,
+            "late": None if late is None else [[student, assignment, x.due.isoformat(), x.submitted.isoformat(),
+                                                 x.days, x.percent] for (student, assignment), x in sorted(late.items())]}
     atomic_write(os.path.join(out_dir, MANIFEST), json.dumps(data))
 
 
@@ -56,8 +70,38 @@ def _read(out_dir):
         raise ShardError(f"{path} is not a shard's record (copied incompletely?): grade that shard again") from None
 
 
+def _late(out, data):
+    try:
+        return {(student, assignment): Late(datetime.fromisoformat(due), datetime.fromisoformat(submitted),
+                                            int(days), float(percent))
+                for student, assignment, due, submitted, days, percent in data["late"]}
+    except (ValueError, TypeError):
+        raise ShardError(f"{os.path.join(out, MANIFEST)} is not a shard's record (copied incompletely?): "
+                         "grade that shard again") from None
+
+
+def _settings(out, data):
+    """The class settings the shard keeps in its journal, checked against those its shard.json names."""
+    try:
+        kept = journal.kept_class(out)
+    except journal.ClassSettingsError as error:
+        raise ShardError(f"shard {out}: {error}") from None
+    if kept != data.get("class_settings"):
+        raise ShardError(f"{out}/.journal/.class does not hold the class settings (roster, deadlines, late rule) "
+                         f"that {out}/{MANIFEST} was graded with (copied without its .journal, or graded again "
+                         "since?): copy each shard's whole --out folder, .journal included, or grade that shard again")
+    return kept
+
+
+def _differences(one, other):
+    one, other = one or {}, other or {}
+    return [kind.replace("_", "-") for kind in sorted(set(one) | set(other)) if one.get(kind) != other.get(kind)]
+
+
 def merge(out_dirs):
-    """(results, problems) of the whole class, in the order one run lists them."""
+    """(results, problems, class) of the whole class, in the order one run lists them; `class`:
+    {"settings": the class settings kept by every shard (or None), "from": a shard's --out that
+    keeps them, "late": {(student, assignment): late.Late} (None without deadlines), "seed"}."""
     shards = {}
     first = None
     for out in out_dirs:
@@ -71,6 +115,12 @@ def merge(out_dirs):
         if data.get("seed") != first[2].get("seed"):
             raise ShardError(f"{out} and {first[0]} were graded with different seeds: grade every shard with the same "
                              f"--seed (its inputs differ from the others'), e.g. --seed {first[2].get('seed')}")
+        settings = _settings(out, data)
+        if settings != _settings(first[0], first[2]):
+            raise ShardError(f"{out} and {first[0]} were graded with different class settings "
+                             f"({', '.join(_differences(settings, _settings(first[0], first[2])))} differ): grade "
+                             "every shard with the same --roster, --deadlines and late rule (a shard graded with "
+                             "others again, with --replace-class-settings)")
         if data["class"] != first[2]["class"]:
             raise ShardError(f"{out} and {first[0]} saw different classes: grade every shard from the same "
                              "submissions folder")
@@ -86,6 +136,8 @@ def merge(out_dirs):
                          f"shard (the students of a missing shard would disappear from grades.csv)")
     order = {student: i for i, student in enumerate(first[2]["class"])}
     results, problems = [], []
+    settings = _settings(first[0], first[2])
+    late = {} if settings and settings.get("deadlines") else None
     for k, (out, data) in sorted(shards.items()):
         share = students_of(data["class"], k, n)
         graded = [Graded.from_dict(d) for d in data["results"]]
@@ -93,5 +145,11 @@ def merge(out_dirs):
             raise ShardError(f"{out} holds students outside shard {k}/{n}: grade that shard again")
         results.extend(graded)
         problems.extend(data["problems"])
+        if late is not None:
+            if data.get("late") is None:
+                raise ShardError(f"{os.path.join(out, MANIFEST)} has no late records though its class has "
+                                 "deadlines: grade that shard again")
+            late.update(_late(out, data))
     results.sort(key=lambda g: order[g.student])  # stable: a student's assignments stay in course order
-    return results, list(dict.fromkeys(problems))
+    return results, list(dict.fromkeys(problems)), {"settings": settings, "from": first[0], "late": late,
+                                                    "seed": first[2].get("seed")}

@@ -4,14 +4,17 @@ A pipeline: discover the class as `grade` does → each submission's code per ex
 cell, read as `grade` reads it) → fingerprints with copydetect (Stanford MOSS's winnowing: code
 tokenised, names and strings replaced, so renaming variables does not hide a copy), the given code
 of the released notebook's cell removed → every pair of students compared in every exercise → an
-HTML page and a CSV. A flag is a reason to look, never a verdict: short exercises leave little
-room to differ, so an exercise is compared only when a submission holds enough code of its own.
+HTML page and a CSV. A notebook that cannot be read (not a notebook, an empty assignment folder,
+a link) is skipped, and listed on the page and in the command's output. A flag is a reason to
+look, never a verdict: short exercises leave little room to differ, so an exercise is compared
+only when a submission holds enough code of its own.
 """
 import csv
 import io
 import itertools
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import NOTEBOOKS_DIR
 from .files import atomic_write
@@ -37,6 +40,14 @@ class Pair:
         return min(self.similarity) >= THRESHOLD
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A student's assignment that was not compared, and why."""
+    student: str
+    assignment: str
+    reason: str
+
+
 def given_code(assignment):
     """{exercise: the released notebook's solution cell}: the code every student starts from."""
     import nbformat
@@ -46,12 +57,31 @@ def given_code(assignment):
 
 
 def exercise_code(path, assignment):
-    """{exercise: the student's solution cell}; {} for a notebook that cannot be read."""
+    """{exercise: the student's solution cell}; raises NotebookError with the reason for a notebook
+    that cannot be read (`discover` gives paths as strings)."""
+    path = Path(path)
+    if not os.path.lexists(path) and os.path.isdir(path.parent):
+        raise NotebookError(f"no notebook: {path.parent.name}/ does not hold {path.name}")
     try:
         submission = load_submission(path, assignment)
-    except NotebookError:
-        return {}
+    except OSError as error:  # read_notebook_bytes says why for what it opens; this is a last resort
+        raise NotebookError(f"cannot read {path.name}: {error.strerror or error}") from None
     return {e.name: submission.by_grade_id[e.name][1] for e in exercises(assignment) if e.name in submission.by_grade_id}
+
+
+def read_class(jobs):
+    """({assignment: {student: {exercise: code}}}, [Skipped]): every notebook handed in that can be
+    read, and what was not compared (a refusal of `discover`, a notebook that cannot be read)."""
+    code, skipped = {}, []
+    for job in jobs:
+        if not job.path:
+            skipped.append(Skipped(job.student, job.assignment, job.refusal or "nothing handed in"))
+            continue
+        try:
+            code.setdefault(job.assignment, {})[job.student] = exercise_code(job.path, job.assignment)
+        except NotebookError as error:
+            skipped.append(Skipped(job.student, job.assignment, str(error)))
+    return code, skipped
 
 
 def fingerprint(code, given):
@@ -64,16 +94,13 @@ def fingerprint(code, given):
 
 
 def compare(jobs):
-    """[Pair] for every exercise and every two students who handed in the assignment."""
+    """([Pair] for every exercise and every two students whose notebooks of the assignment could be
+    read, [Skipped]: what was not compared, and why)."""
     from copydetect import compare_files
     pairs = []
-    by_assignment = {}
-    for job in jobs:
-        if job.path:
-            by_assignment.setdefault(job.assignment, []).append(job)
-    for assignment, handed_in in sorted(by_assignment.items()):
+    by_assignment, skipped = read_class(jobs)
+    for assignment, code in sorted(by_assignment.items()):
         given = given_code(assignment)
-        code = {job.student: exercise_code(job.path, assignment) for job in handed_in}
         for exercise in (e.name for e in exercises(assignment)):
             prints = {}
             for student, cells in code.items():
@@ -84,11 +111,12 @@ def compare(jobs):
             for first, second in itertools.combinations(sorted(prints), 2):
                 _, similarity, _ = compare_files(prints[first], prints[second])
                 pairs.append(Pair(assignment, exercise, first, second, tuple(round(float(s), 3) for s in similarity)))
-    return pairs
+    return pairs, skipped
 
 
-def write_report(pairs, out_dir):
-    """`similarity.html` (flagged pairs first, then every pair above a third) and `similarity.csv`."""
+def write_report(pairs, out_dir, skipped=()):
+    """`similarity.html` (flagged pairs first, then every pair above a third, then what was not
+    compared) and `similarity.csv`."""
     os.makedirs(out_dir, exist_ok=True)
     rows = sorted(pairs, key=lambda p: (-min(p.similarity), p.assignment, p.exercise, p.first, p.second))
     buffer = io.StringIO()
@@ -109,6 +137,8 @@ def write_report(pairs, out_dir):
     summary = "".join(f"<li><b>{for_html(a)}</b> and <b>{for_html(b)}</b>: {len(where)} exercises "
                       f"({for_html(', '.join(where))})</li>" for (a, b), where in
                       sorted(by_pair.items(), key=lambda item: -len(item[1])))
+    not_compared = "".join(f"<li><b>{for_html(s.student)}</b> {for_html(s.assignment)}: {for_html(s.reason)}</li>"
+                           for s in sorted(skipped, key=lambda s: (s.student, s.assignment)))
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Similar submissions</title>
@@ -127,6 +157,9 @@ A flag is a reason to read the two notebooks, never a verdict: short exercises l
 <h2>Every pair above a third</h2>
 <table><tr><th>assignment</th><th>exercise</th><th>student</th><th>other</th><th>of student's code</th>
 <th>of other's code</th></tr>{table}</table>
+<h2>Not compared</h2>
+<p>Notebooks that could not be read, and students with nothing to read: compare them by hand.</p>
+<ul>{not_compared or "<li>none</li>"}</ul>
 </body></html>
 """
     atomic_write(os.path.join(out_dir, "similarity.html"), page)

@@ -34,7 +34,8 @@ def load():
 STAGES = {"start": "start the student's process (fork from the warm zygote, walls, limits)",
           "cells": "run the notebook's cells",
           "checks": "the checks: the student's code on their inputs, the comparisons",
-          "grader's answers": "the grader's answers mid-call (stand-ins of earlier exercises, probes)",
+          "grader's answers": "the grader's answers mid-call (stand-ins of earlier exercises, probes), computed in the "
+                              "student's reference worker (its forks included)",
           "end": "end the process, clean up"}
 
 

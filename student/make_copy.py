@@ -10,10 +10,17 @@ from this folder's templates; never solutions/ nor tests/ (whose wrong implement
 misses of the solutions). Its requirements.txt is the part of the course's that the notebooks
 and `check` need (`autograder.requirements.for_students`), a Jupyter to open the notebooks with,
 and the package itself. It is a git repository: one commit on the branch the launch buttons open
-(`repository.branch`), with a .gitignore, the course's licence file where it has one, and
+(`repository.branch`), with a .gitignore, the course's licence files (LICENSE, MIT, for the code;
+LICENSE-CONTENT, CC BY 4.0, for the text and figures: every LICENSE* at the root), and
 binder/requirements.txt (Binder's set-up: PyTorch's CPU build and the same pins, the Jupyter
 being Binder's own). The notebooks keep their paths, notebooks/<a>/<a>.ipynb, which the launch
 buttons of the book's pages open in the repository.
+
+`make student-copy DEST=folder CHAPTERS="01-weights 02-global-attention"` (or comma-separated)
+makes the copy of a term released chapter by chapter: only those chapters' notebooks, and a README
+that lists only them. A chapter's notebook gives the answers of earlier chapters' exercises by
+design (chapter 9's builds on chapter 8's modules), so a later chapter is released only after the
+earlier one's deadline; tests/test_no_answers.py checks that nothing else gives one away.
 """
 import shutil
 import subprocess
@@ -31,7 +38,7 @@ import yaml  # noqa: E402  (jupyter-book's, in the course's environment)
 FRONT_END = ["notebook"]  # `make notebook` (Jupyter Notebook 7, which brings JupyterLab)
 TEMPLATES = {"Makefile": "Makefile", "venv.mk": "venv.mk", "gitignore": ".gitignore"}  # copied as they
 # are (gitignore is named so here, where a .gitignore would be the course's own); README.md is filled in
-LICENCES = ("LICENSE", "LICENCE", "COPYING")  # the course's licence file, any suffix: copied as it is
+LICENCES = ("LICENSE", "LICENCE", "COPYING")  # the course's licence files, any suffix: copied as they are
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 COMMIT_MESSAGE = "The students' copy of the course"
 
@@ -105,9 +112,22 @@ def limits_table(limits=Limits()):
     return "\n".join(["| what | at most |", "|---|---|"] + rows)
 
 
-def notebooks_list():
+def released(chapters=None):
+    """The assignments the copy holds: all of them, or `chapters` (names, or a string of names
+    separated by commas or spaces), checked against the course's and kept in the course's order."""
+    if chapters is None or chapters == "":
+        return assignments()
+    names = chapters.replace(",", " ").split() if isinstance(chapters, str) else list(chapters)
+    unknown = [n for n in names if n not in assignments()]
+    if unknown or not names:
+        raise SystemExit(f"CHAPTERS: no chapter {', '.join(unknown) or '(none given)'}; the chapters are "
+                         + ", ".join(assignments()))
+    return [a for a in assignments() if a in names]
+
+
+def notebooks_list(chapters=None):
     lines = ["| chapter | notebook |", "|---|---|"]
-    for a in assignments():
+    for a in released(chapters):
         title = next((c.source.splitlines()[0].lstrip("# ") for c in notebook.read_source(a).cells
                       if c.cell_type == "markdown" and c.source.startswith("# ")), a)
         lines.append(f"| {title} | `{released_notebook(a).relative_to(REPO_ROOT)}` |")
@@ -133,13 +153,16 @@ def make_repository(dest, branch, url):
         git(dest, "remote", "add", "origin", f"{url}.git")
 
 
-def make_copy(dest):
+def make_copy(dest, chapters=None):
+    """The copy in dest (a new folder), with every chapter's notebook or only `chapters`' (`released`)."""
     dest = Path(dest)
+    chosen = released(chapters)
     if dest.exists():
         raise SystemExit(f"{dest} exists: give a new folder")
     dest.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
-    shutil.copytree(REPO_ROOT / "notebooks", dest / "notebooks", ignore=ignore)
+    for a in chosen:
+        shutil.copytree(REPO_ROOT / "notebooks" / a, dest / "notebooks" / a, ignore=ignore)
     shutil.copytree(REPO_ROOT / "autograder", dest / "autograder", ignore=shutil.ignore_patterns("__pycache__", "checks"))
     shutil.copy(REPO_ROOT / "pyproject.toml", dest)
     for name, copied in TEMPLATES.items():
@@ -148,7 +171,7 @@ def make_copy(dest):
         shutil.copy(licence, dest / licence.name)
     repository = repository_settings()
     readme = (HERE / "README.md").read_text(encoding="utf-8")
-    readme = (readme.replace("{{notebooks}}", notebooks_list()).replace("{{limits}}", limits_table())
+    readme = (readme.replace("{{notebooks}}", notebooks_list(chosen)).replace("{{limits}}", limits_table())
               .replace("{{get}}", get_it(repository["url"])))
     (dest / "README.md").write_text(readme, encoding="utf-8")
     (dest / "requirements.txt").write_text(
@@ -183,6 +206,6 @@ def next_steps(dest):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python student/make_copy.py DEST")
-    print(next_steps(make_copy(sys.argv[1])))
+    if len(sys.argv) not in (2, 3):
+        raise SystemExit("usage: python student/make_copy.py DEST [CHAPTERS]")
+    print(next_steps(make_copy(sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else None)))

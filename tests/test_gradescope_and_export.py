@@ -82,16 +82,41 @@ def test_the_lms_export_makes_every_text_cell_inert(tmp_path):
         assert all(float(cell) in (4, -0.5) for row in students.values() for cell in row)
 
 
-def test_gradescope_refuses_to_grade_unisolated_unless_told(tmp_path, monkeypatch):
+def test_gradescope_refuses_to_grade_unisolated_unless_told(tmp_path, monkeypatch, capsys):
+    """The instructors' notes (why it was refused, how it ran) go to stdout, which Gradescope shows
+    instructors alone, never into results.json's `output`, which students see (issue 36 §9). A
+    browser's name for the notebook is graded as the assignment, with one note (§4)."""
     from autograder import gradescope
     monkeypatch.setattr(gradescope, "bubblewrap_works", lambda: False)
-    write(filled_notebook(A), tmp_path / "submission" / f"{A}.ipynb")
+    write(filled_notebook(A), tmp_path / "submission" / f"{A} (2).ipynb")
     monkeypatch.delenv("AUTOGRADER_ALLOW_UNISOLATED", raising=False)
     refused = gradescope.results_json(A, tmp_path / "submission", tmp_path / "results.json")
-    assert refused["score"] == 0 and "Not graded" in refused["output"] and "AUTOGRADER_ALLOW_UNISOLATED" in refused["output"]
+    assert refused["score"] == 0 and "Not graded" in refused["output"]
+    assert "AUTOGRADER_ALLOW_UNISOLATED" not in refused["output"] and "bubblewrap" not in refused["output"]
+    printed = capsys.readouterr().out
+    assert "for the instructors" in printed and "AUTOGRADER_ALLOW_UNISOLATED" in printed
     monkeypatch.setenv("AUTOGRADER_ALLOW_UNISOLATED", "1")
     graded = gradescope.results_json(A, tmp_path / "submission", tmp_path / "results.json")
-    assert graded["score"] == sum(e.points for e in exercises(A)) and graded["output"].startswith("WARNING")
+    assert graded["score"] == sum(e.points for e in exercises(A)) and graded["stdout_visibility"] == "hidden"
+    assert "WARNING" not in graded["output"] and "isolation" not in graded["output"]
+    assert graded["output"] == f"{A} (2).ipynb is graded as {A}.ipynb, the name it stands for (browsers and Colab " \
+                               f"rename a copy so): name it {A}.ipynb next time"
+    assert "WARNING: bubblewrap" in capsys.readouterr().out
+
+
+def test_gradescope_picks_the_notebook_as_grade_does(tmp_path):
+    from autograder.gradescope import submitted_notebook
+    for name in (f"{A}.ipynb", f"Copy of {A}.ipynb", f"{A} (1).ipynb", "notes.ipynb", "deep/x.ipynb"):
+        write(filled_notebook(A), tmp_path / name)
+    chosen, notes = submitted_notebook(tmp_path, A)
+    assert chosen == tmp_path / f"{A}.ipynb" and len(notes) == 1 and notes[0].startswith(f"only {A}.ipynb is graded")
+    (tmp_path / f"{A}.ipynb").unlink()
+    (tmp_path / f"Copy of {A}.ipynb").unlink()
+    chosen, notes = submitted_notebook(tmp_path, A)
+    assert chosen == tmp_path / f"{A} (1).ipynb" and notes[0].startswith(f"{A} (1).ipynb is graded as {A}.ipynb")
+    assert submitted_notebook(tmp_path / "deep", A) == (tmp_path / "deep" / "x.ipynb",
+                                                        [f"x.ipynb is graded as {A}.ipynb, the name it stands for "
+                                                         f"(browsers and Colab rename a copy so): name it {A}.ipynb next time"])
 
 
 FAKE_PYTHON = """#!/bin/sh
@@ -142,6 +167,66 @@ def test_setup_sh_installs_the_cpu_torch_into_a_venv_of_a_supported_python(tmp_p
     assert (tmp_path / "pip.log").read_text().split()[1:] == [
         "-m", "pip", "install", "-q", "--extra-index-url", "https://download.pytorch.org/whl/cpu",
         "-r", f"{tmp_path}/source/requirements.txt"]
+
+
+def test_the_try_runs_setup_sh_as_far_as_it_applies_here(tmp_path):
+    """gradescope-try runs the zip's setup.sh (issue 36 §10): apt-get, add-apt-repository and useradd
+    skipped and said, the venv in place kept, its pip install line run into that venv."""
+    import sys
+    from autograder.gradescope import TRY_SKIPPED, run_setup_sh
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "setup.sh").write_text(setup_sh())
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    fake = tmp_path / "venv" / "bin" / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "pip.log"}\n')
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    printed, skipped = run_setup_sh(tmp_path, sys.executable, env, 120)
+    assert any("apt-get install -y -qq bubblewrap" in line for line in skipped), printed
+    assert any(line.startswith(f"{TRY_SKIPPED} `useradd") for line in skipped), printed
+    assert "kept the try's venv" in printed
+    assert (tmp_path / "pip.log").read_text().split() == [
+        "-m", "pip", "install", "-q", "--extra-index-url", "https://download.pytorch.org/whl/cpu",
+        "-r", f"{tmp_path}/source/requirements.txt"]
+    assert not (tmp_path / "try-bin").exists()
+
+
+def test_the_try_makes_one_venv_per_set_of_requirements(tmp_path, monkeypatch):
+    import sys
+    from autograder import gradescope
+    made = []
+
+    def fake_run(command, what, timeout, **kwargs):
+        made.append(what)
+        if what == "creating the venv":
+            (Path(command[-1]) / "bin").mkdir(parents=True)
+    from pathlib import Path
+    monkeypatch.setattr(gradescope, "_run", fake_run)
+    monkeypatch.setenv(gradescope.VENV_CACHE_ENV, str(tmp_path / "cache"))
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    one.write_text("numpy==2.4.6\n")
+    two.write_text("numpy==2.4.6\ntorch==2.13.0\n")
+    first, reused = gradescope.cached_venv(one, sys.executable, dict(os.environ), 60)
+    assert not reused and made == ["creating the venv", "pip install -r requirements.txt"]
+    assert first.parent == tmp_path / "cache" and len(first.name) == 16 and (first / "installed").is_file()
+    assert gradescope.cached_venv(one, sys.executable, dict(os.environ), 60) == (first, True) and len(made) == 2
+    other, reused = gradescope.cached_venv(two, sys.executable, dict(os.environ), 60)
+    assert other != first and not reused and len(made) == 4
+    (other / "installed").unlink()  # an install cut short: made again
+    assert gradescope.cached_venv(two, sys.executable, dict(os.environ), 60) == (other, False) and len(made) == 6
+
+
+def test_the_try_keeps_the_runs_files_when_asked(tmp_path):
+    from autograder.gradescope import keep_run
+    one = {"results": {"score": 3.0, "tests": []}, "printed": "autograder, for the instructors: WARNING\n"}
+    folder = keep_run(tmp_path / "kept", one, "setup.sh: /usr/bin/python3.11\n")
+    assert json.loads((folder / "results.json").read_text()) == one["results"]
+    assert (folder / "run_autograder.txt").read_text() == one["printed"]
+    assert (folder / "setup.txt").read_text().startswith("setup.sh:")
+    text = try_text({"assignment": "a", "results": one["results"], "rows": [], "same": True, "score": 3.0,
+                     "max_score": 3.0, "install_s": 1, "run_s": 1, "venv_reused": True, "venv": tmp_path / "v",
+                     "kept": folder, "setup_skipped": ["setup.sh (try): skipped `apt-get update -qq` (...)"]})
+    assert "venv reused" in text and f"kept in {folder}" in text and "skipped `apt-get update -qq`" in text
 
 
 def test_the_try_reports_every_difference():

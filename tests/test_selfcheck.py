@@ -211,10 +211,18 @@ def test_an_unreadable_file(tmp_path):
 
 
 def test_a_notebook_with_another_name_is_found_by_its_cells_and_told_to_be_renamed(tmp_path):
-    text, status = check(write(filled_notebook(A), tmp_path / f"Copy of {A}.ipynb"))
-    assert status == 1 and text.startswith(f"Copy of {A}.ipynb: {A} (12 points)")
+    text, status = check(write(filled_notebook(A), tmp_path / "my work.ipynb"))
+    assert status == 1 and text.startswith(f"my work.ipynb: {A} (12 points)")
     assert f"FAIL  the grader looks for {A}.ipynb: rename the file before you hand it in" in block(text, "Notebook")
     assert text.splitlines()[-1] == "5 of 5 exercises ready; 1 problem to fix before you hand it in."
+
+
+def test_a_browser_renamed_notebook_is_graded_as_its_assignment_with_a_note(tmp_path):
+    """Issue 36 §4: `grade` and Gradescope grade `Copy of <a>.ipynb` as <a> (notebook.assignment_of_filename)."""
+    text, status = check(write(filled_notebook(A), tmp_path / f"Copy of {A}.ipynb"))
+    assert status == 0 and text.startswith(f"Copy of {A}.ipynb: {A} (12 points)")
+    assert f"note  Copy of {A}.ipynb is graded as {A}.ipynb" in block(text, "Notebook")
+    assert "FAIL" not in text
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap's isolation")

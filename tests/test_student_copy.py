@@ -93,6 +93,36 @@ def test_the_copy_holds_the_students_course_and_nothing_else(copy):
     assert all(pins[requirements.normalize(line.split("==")[0])] == line for line in lines[:-1])
 
 
+def test_the_copy_holds_both_licences_and_its_readme_names_them(copy):
+    """The code under MIT (LICENSE), the text and figures under CC BY 4.0 (LICENSE-CONTENT): the
+    students' repository is published, and without them no one may reuse it."""
+    assert (REPO / "LICENSE").is_file() and (REPO / "LICENSE-CONTENT").is_file()
+    for name, says in (("LICENSE", "MIT License"), ("LICENSE-CONTENT", "Creative Commons Attribution 4.0 International")):
+        assert (copy / name).read_bytes() == (REPO / name).read_bytes() and says in (copy / name).read_text()
+    readme = (copy / "README.md").read_text()
+    assert "## Licence" in readme and "`LICENSE`" in readme and "`LICENSE-CONTENT`" in readme
+    assert {"LICENSE", "LICENSE-CONTENT"} <= set(git(copy, "ls-files").split())   # in its one commit
+
+
+def test_a_term_released_chapter_by_chapter_gets_only_the_chapters_released(tmp_path):
+    """`make student-copy DEST=... CHAPTERS=...`: only those chapters' notebooks, and a README that
+    lists only them (a later chapter's notebook gives an earlier one's answers by design: issue 36);
+    an unknown chapter is refused, with the list of the course's."""
+    chosen = assignments()[:2]
+    dest = tmp_path / "term"
+    run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={dest}", f"CHAPTERS={' '.join(chosen)}")
+    assert sorted(os.listdir(dest / "notebooks")) == chosen
+    tracked = git(dest, "ls-files").splitlines()
+    assert sorted({f.split("/")[1] for f in tracked if f.startswith("notebooks/")}) == chosen
+    readme = (dest / "README.md").read_text()
+    for a in assignments():
+        assert (f"`notebooks/{a}/{a}.ipynb`" in readme) == (a in chosen)
+    assert make_copy.released(",".join(reversed(chosen))) == chosen  # commas, any order: the course's order
+    refused = run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={tmp_path / 'other'}",
+                  "CHAPTERS=01-weights 99-nothing", check=False)
+    assert refused.returncode != 0 and "99-nothing" in refused.stderr and not (tmp_path / "other").exists()
+
+
 def git(copy, *args):
     return subprocess.run(["git", *args], cwd=copy, capture_output=True, text=True, check=True).stdout
 

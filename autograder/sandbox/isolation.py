@@ -10,7 +10,8 @@ namespaces (`drops_identity`); what `nobody` cannot reach is bound for it onto r
 
 Where the kernel refuses namespaces (a container's default seccomp profile, as on Gradescope), the
 student's process is a plain process with the resource limits and the seccomp filter; run by root,
-it runs as `student_identity()` (the Gradescope zip's user `autograder-student`, else nobody) and
+it runs as `student_identity()` (the Gradescope zip's user `autograder-student`, or a throwaway user
+that `gradescope-try --no-namespaces` makes for one run, else nobody) and
 imports the same few grader modules from a copy that identity may read (`staged_modules`), never
 from the repository or the zip's source, which the Gradescope route makes unreadable to it.
 """
@@ -32,10 +33,18 @@ from . import SANDBOX_HOME, seccomp
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
                   "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py",
-                  "sandbox/probes.py"]
+                  "sandbox/probes.py", "sandbox/seccomp.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
+# Files open at once in one student's process. The kernel's buffers behind them lie outside
+# RLIMIT_AS: with sockets refused and a pipe kept at 64 KiB (`seccomp`), at most 64 KiB each.
+# A process of the course needs a few (6 after importing numpy, torch and matplotlib; 20 with a
+# multiprocessing Pool of 4 workers)
+OPEN_FILES = 64
 STUDENT_USER = "autograder-student"  # made by the Gradescope zip's setup.sh: the student's identity without namespaces
+# Names a user of its own for the student's code, made by whoever runs the grader for this run alone:
+# `gradescope-try --no-namespaces` makes a throwaway user (`processes.ThrowawayUser`) and sets it
+STUDENT_USER_ENV = "AUTOGRADER_STUDENT_USER"
 NOT_ISOLATED = ("bubblewrap (bwrap) is not available here: student code runs WITHOUT isolation, "
                 "with resource limits only. Install the Debian package `bubblewrap` to isolate it.")
 
@@ -148,13 +157,31 @@ def _become_nobody():
 @functools.cache
 def student_identity():
     """(uid, gid, name): who the student's processes are without namespaces when the grader is root:
-    the user STUDENT_USER where it exists (the Gradescope zip's setup.sh makes it: no other process
-    of the container is it), else nobody."""
+    the user named by STUDENT_USER_ENV where it is set (gradescope-try's throwaway user; never root
+    or nobody: an error otherwise), else the user STUDENT_USER where it exists (the Gradescope zip's
+    setup.sh makes it: no other process of the container is it), else nobody."""
+    chosen = os.environ.get(STUDENT_USER_ENV)
+    if chosen:
+        try:
+            entry = pwd.getpwnam(chosen)
+        except KeyError:
+            raise RuntimeError(f"{STUDENT_USER_ENV}={chosen}: there is no such user") from None
+        if entry.pw_uid in (0, NOBODY) or entry.pw_gid == 0:
+            raise RuntimeError(f"{STUDENT_USER_ENV}={chosen}: the student's user must be one of its own, "
+                               "not root nor nobody")
+        return entry.pw_uid, entry.pw_gid, chosen
     try:
         entry = pwd.getpwnam(STUDENT_USER)
         return entry.pw_uid, entry.pw_gid, STUDENT_USER
     except KeyError:
         return NOBODY, NOBODY, "nobody"
+
+
+def own_student_user():
+    """Whether `student_identity()` is a user of the student's alone, so that the kernel counts its
+    tasks (RLIMIT_NPROC) and the grader may kill every process of it (`processes.end_identity`);
+    not nobody, which other processes of the machine may be (bubblewrap's students, daemons)."""
+    return student_identity()[2] != "nobody"
 
 
 def _become_student():
@@ -262,13 +289,13 @@ def apply_limits(limits, cgroup=None, load_seccomp=False):
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
     os.nice(10)  # the grader comes first: a student's busy processes cannot starve it
     if drops_identity():
         if bubblewrap_works():
             _relay_as_nobody()
         else:
-            if student_identity()[2] == STUDENT_USER:  # a user of its own: the kernel counts its tasks too
+            if own_student_user():  # the kernel counts its tasks too
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
             _become_student()
     if load_seccomp and not seccomp.install():
@@ -316,5 +343,6 @@ def memory_guards_text():
     from . import cgroups
     use_cgroups, use_seccomp = memory_guards()
     parts = [cgroups.description() if use_cgroups else f"no cgroup ({cgroups.why_not()})",
-             "seccomp filter (memfd_create, shmget, msgget refused)" if use_seccomp else "no seccomp filter"]
+             "seccomp filter (memfd_create, shmget, semget, msgget, sockets, larger socket and pipe buffers refused)"
+             if use_seccomp else "no seccomp filter"]
     return "; ".join(parts)

@@ -1,12 +1,18 @@
 """A student's process as the grader sees it: a channel, and how it ends. Without bubblewrap,
 a fresh process per submission (`FreshProcess`); with it, a child of a warm zygote (`zygotes`)."""
+import functools
 import os
+import pwd
+import secrets
+import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 import weakref
+from pathlib import Path
 
 from . import channel, lifeline, seccomp
 from .cgroups import StudentCgroup
@@ -218,6 +224,149 @@ def end_identity(uid, gid, seconds=5.0):
         os.waitpid(pid, 0)
         time.sleep(0.01)
     return True
+
+
+# Where any user may write on most machines; `writable_by_anyone` adds the others it finds
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/var/crash")
+# File systems whose folders hold files of their own (not /proc, /sys, network or FUSE file systems)
+LOCAL_FILE_SYSTEMS = {"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs", "tmpfs",
+                      "ramfs", "overlay", "mqueue"}
+
+
+def _local_mounts():
+    """The mount points of this machine's local file systems (LOCAL_FILE_SYSTEMS), / first."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                point, kind = left.split()[4].replace("\\040", " "), right.split()[0]
+                if kind in LOCAL_FILE_SYSTEMS and not point.startswith(("/proc/", "/sys/")):
+                    found.append(point)
+    except (OSError, IndexError):
+        pass
+    return sorted(set(found), key=len)
+
+
+def _reachable_by_anyone(path):
+    """Whether a user with no rights of its own can reach `path`: every folder on the way crossable."""
+    try:
+        return all(os.stat(folder).st_mode & stat.S_IXOTH for folder in Path(path).parents)
+    except OSError:
+        return False
+
+
+@functools.cache
+def writable_by_anyone():
+    """The folders of this machine where a user with no rights of its own (the student's, without
+    namespaces) can create files: SHARED_WRITABLE, and every folder of a local file system that
+    others may write and reach. Folders others cannot cross are not entered: nothing beneath them
+    is theirs to write. Some seconds on a large disk: once per process."""
+    found = {folder for folder in SHARED_WRITABLE if os.path.isdir(folder) and not os.path.islink(folder)}
+    for mount in _local_mounts():
+        if not _reachable_by_anyone(mount):
+            continue
+        try:
+            device = os.lstat(mount).st_dev
+        except OSError:
+            continue
+        todo = [mount]
+        while todo:
+            folder = todo.pop()
+            try:
+                entries = list(os.scandir(folder))
+                mode = os.lstat(folder).st_mode
+            except OSError:
+                continue
+            if not mode & stat.S_IXOTH:
+                continue
+            if mode & stat.S_IWOTH:
+                found.add(folder)
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(info.st_mode) and info.st_dev == device and info.st_mode & stat.S_IXOTH:
+                    todo.append(entry.path)
+    return sorted(found)
+
+
+def remove_files_of(uid, folders):
+    """By root, once no process of `uid` is left: remove every file and folder that `uid` owns in
+    `folders` and beneath them (on their own file system; links are removed, never followed).
+    The paths that could not be removed."""
+    left = []
+    for top in folders:
+        try:
+            device = os.lstat(top).st_dev
+        except OSError:
+            continue
+        todo = [top]
+        while todo:
+            folder = todo.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if info.st_uid == uid:
+                    try:
+                        if stat.S_ISDIR(info.st_mode):
+                            shutil.rmtree(entry.path)  # by its descriptors: no link inside is followed
+                        else:
+                            os.unlink(entry.path)
+                    except OSError:
+                        left.append(entry.path)
+                elif stat.S_ISDIR(info.st_mode) and info.st_dev == device:
+                    todo.append(entry.path)
+    return left
+
+
+class ThrowawayUser:
+    """A system user of its own for one run of student code without namespaces, made by root
+    (`useradd`), then removed (`remove`): every process of it killed, every file it owns in the
+    folders anyone may write removed, the user and its group deleted. No other process of the
+    machine is it, so killing by uid kills the student's processes and nothing else, and no file of
+    it is left for a later user of the same uid. Raises OSError where it cannot be made (not root,
+    no useradd)."""
+
+    PREFIX = "ag-try-"
+
+    def __init__(self):
+        if os.geteuid() != 0:
+            raise OSError("only root can make a user")
+        self.name = f"{self.PREFIX}{secrets.token_hex(4)}"
+        try:
+            done = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
+                                   "/nonexistent", "--shell", "/usr/sbin/nologin", self.name],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise OSError(f"useradd failed: {error}") from None
+        if done.returncode:
+            raise OSError(f"useradd failed (exit {done.returncode}): {done.stderr.strip()}")
+        entry = pwd.getpwnam(self.name)
+        self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        if live_processes_of(self.uid):  # the uid of a deleted user, still running: it is not one of its own
+            subprocess.run(["userdel", self.name], capture_output=True, timeout=60)
+            raise OSError(f"useradd gave {self.name} the uid {self.uid}, which running processes have")
+
+    def remove(self, folders=None):
+        """Kill, clean, delete. What was left ({"processes": [pids], "files": [paths], "user": error or
+        None}): nothing, unless a process could not be killed (then the user stays, so that its uid is
+        not given to another) or a file could not be removed."""
+        ended = end_identity(self.uid, self.gid)
+        files = remove_files_of(self.uid, writable_by_anyone() if folders is None else folders)
+        user = "some of its processes are still alive" if not ended else None
+        if ended:
+            done = subprocess.run(["userdel", self.name], capture_output=True, text=True, timeout=60)
+            if done.returncode:
+                user = f"userdel failed (exit {done.returncode}): {done.stderr.strip()}"
+        return {"processes": live_processes_of(self.uid), "files": files, "user": user}
 
 
 class OutputDrain(threading.Thread):

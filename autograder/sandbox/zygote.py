@@ -43,6 +43,8 @@ def zygote(control_fd, modules):
                 reader.close(), writer.close(), control.close(), ours.close()
                 if walls:
                     enter_own_namespaces()
+                if request.get("refuse_sockets"):
+                    _refuse_sockets()
                 signal.signal(signal.SIGALRM, alarm)
                 os.chdir(SANDBOX_HOME)
                 serve(theirs.makefile("rb", buffering=0), theirs.makefile("wb", buffering=0))
@@ -125,6 +127,17 @@ class ProcessWatcher(threading.Thread):
     def stop(self):
         self.stopped.set()
         self.join()
+
+
+def _refuse_sockets():
+    """In the student's process, before its code runs, where the zygote runs under the seccomp
+    filter (`seccomp.zygote_program`, which lets it make each student's socketpair): the student's
+    own filter refuses sockets of every family, loaded on top (`seccomp.no_sockets_program`), or
+    no student code runs."""
+    from . import seccomp
+    code = seccomp.no_sockets_program()
+    if code is None or not seccomp.install(code):
+        os._exit(121)
 
 
 def _used_bytes(folder):

@@ -24,8 +24,10 @@ class Zygote:
     def __init__(self, limits, modules):
         self.limits, self.modules = limits, modules
         self.control, theirs = socket.socketpair()
-        self.use_cgroups, use_seccomp = memory_guards()
-        filter_fd = seccomp.program_fd() if use_seccomp else None  # bwrap loads it: the zygote and all it forks
+        self.use_cgroups, self.use_seccomp = memory_guards()
+        # bwrap loads the filter into the zygote and all it forks; the zygote makes each student's
+        # socketpair, and its child refuses sockets before any student code runs ("refuse_sockets")
+        filter_fd = seccomp.program_fd(seccomp.zygote_program()) if self.use_seccomp else None
         command, home = zygote_command(theirs.fileno(), modules, scratch_bytes=limits.scratch_bytes,
                                        seccomp_fd=filter_fd)
         fds = (theirs.fileno(),) + ((filter_fd,) if filter_fd is not None else ())
@@ -106,7 +108,8 @@ class Zygote:
         max_tasks = self.limits.processes + (CGROUP_TASK_MARGIN if self.use_cgroups else 0)
         channel.send(self.control.fileno(), {"op": "fork", "max_tasks": max_tasks,
                                              "max_scratch_bytes": self.limits.scratch_bytes,
-                                             "max_memory_bytes": self.limits.memory_bytes}, time.monotonic() + 30)
+                                             "max_memory_bytes": self.limits.memory_bytes,
+                                             "refuse_sockets": self.use_seccomp}, time.monotonic() + 30)
         ready, _, _ = select.select([self.control], [], [], 30)
         if not ready:
             raise TimeoutError

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..sandbox.calls import StudentError
 from .register import CheckFailure, stated
-from .calling import describe, _close
+from .calling import describe
 
 
 # ---- chapter 6: LearnedKernelRegression -------------------------------------------------------
@@ -31,12 +31,22 @@ def learned_gradient(student, rng):
             raise CheckFailure(f"{error}: no gradient reaches log_bandwidth through forward, so fit could never "
                                "change it. Compute the scores from self.bandwidth as a tensor: no .item(), float(), "
                                ".detach() or torch.no_grad() on the way") from None
-        log_h = torch.tensor(math.log(0.7), dtype=torch.float64, requires_grad=True)  # the definition, here
-        scores = -(queries[:, None] - x[None, :]) ** 2 / (2 * log_h.exp() ** 2)
-        if leave_one_out:
-            scores = scores.masked_fill(torch.eye(len(x), dtype=torch.bool), -math.inf)
-        (torch.softmax(scores, dim=-1) @ y).sum().backward()
-        if got is None or not _close(torch.as_tensor(np.asarray(got)), log_h.grad, 1e-8, 1e-10):
+        # the derivative of the student's own forward (its output's sum) along log_bandwidth, by central
+        # differences in float64 (error about 1e-10): no formula here, a detached path shows by itself
+        values = []
+        for sign in (1, -1):
+            moved = student.call("LearnedKernelRegression", 0.7, keep=True, _label=label)
+            student.call(moved, {"log_bandwidth": torch.tensor(math.log(0.7) + sign * GRADIENT_STEP,
+                                                               dtype=torch.float64)}, method="load_state_dict")
+            values.append(float(np.asarray(student.call(moved, queries, x, y, leave_one_out=leave_one_out,
+                                                        _label=label), dtype=np.float64).sum()))
+        numeric = (values[0] - values[1]) / (2 * GRADIENT_STEP)
+        if got is None or not math.isclose(float(np.asarray(got, dtype=np.float64)), numeric, rel_tol=1e-5,
+                                           abs_tol=1e-8):
             raise CheckFailure(f"{what}.sum().backward(): log_bandwidth.grad is {describe(got)}, expected "
-                               f"{log_h.grad.item():.6g}" + (": no gradient reached it (.item(), float() or .detach() "
-                                                             "of the bandwidth cut the graph)" if got is None else ""))
+                               f"{numeric:.6g}, the derivative of your forward's sum (moving log_bandwidth by "
+                               f"+-{GRADIENT_STEP:g})" + (": no gradient reached it (.item(), float() or .detach() "
+                                                          "of the bandwidth cut the graph)" if got is None else ""))
+
+
+GRADIENT_STEP = 1e-6

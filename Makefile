@@ -7,8 +7,10 @@ JOBS ?=
 
 .PHONY: all book test release grade check student-copy clean distclean
 
-# $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM)
+# $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM): `make test` alone, as root, installs
+# the Debian packages its tests need, and says so; no other target ever runs apt-get
 apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+  echo "make test: installing $(2) with apt-get (running as root; $(1) is missing)" && \
   { apt-get install -y -qq $(2) || { apt-get update -qq && apt-get install -y -qq $(2); }; } >/dev/null 2>&1; } || \
   echo "warning: could not install $(2): $(3)"
 
@@ -17,11 +19,6 @@ all: test
 $(STAMP): requirements.txt pyproject.toml
 	$(make_venv)
 	$(PIP) -r requirements.txt
-	@# Debian packages, installed when make runs as root: bubblewrap isolates student code in the
-	@# autograder (without it grading still works, unisolated); chromium and its driver run the
-	@# browser test of the built book (without them that test says what is missing and fails)
-	@$(call apt_install,bwrap,bubblewrap,the autograder will run student code without isolation)
-	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
 	touch $(STAMP)
 
 book: $(STAMP)
@@ -29,6 +26,14 @@ book: $(STAMP)
 	@echo "Book: _build/html/index.html"
 
 test: $(STAMP)
+	@# Debian packages, installed when make test runs as root (CI on a fresh clone): bubblewrap
+	@# isolates student code in the autograder's tests (without it they run unisolated or skip);
+	@# chromium and its driver run the browser test of the built book (without them it says what is
+	@# missing and fails); slurm-wlm runs the guide's Slurm recipe on a one-node cluster (without it
+	@# that test is skipped). Other targets never install them: see the README for installing by hand.
+	@$(call apt_install,bwrap,bubblewrap,the autograder will run student code without isolation)
+	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
+	@$(call apt_install,slurmctld,slurm-wlm,the test of the Slurm recipe is skipped)
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
@@ -42,13 +47,13 @@ release: $(STAMP)
 	rm -rf build/release
 
 # exits with the check's status, its summary last (see venv.mk)
-ifeq ($(MAKECMDGOALS),check)
+ifeq ($(MAKECMDGOALS)$(DRY_RUN),check)
 MAKEFLAGS += -q
 endif
 check:
-	+@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
-	+@$(set_up)
-	+$(BIN)/python -m autograder check "$(NB)"
+	$(RECURSE)@test -n "$(NB)" || { echo "usage: make check NB=path/to/notebook.ipynb"; exit 2; }
+	$(RECURSE)@$(set_up)
+	$(RECURSE)$(BIN)/python -m autograder check "$(NB)"
 
 # What students get (student/make_copy.py): the notebooks, the package without its hidden checks,
 # their own README, Makefile and lighter requirements, binder/; no solutions/ and no tests/. A git

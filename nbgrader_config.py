@@ -1,6 +1,7 @@
 """nbgrader's course directory is this repository: solutions/ is the source, notebooks/ the release."""
 import copy
 import os
+import warnings
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import utils
@@ -10,8 +11,9 @@ from nbgrader.plugins import CsvExportPlugin
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds,
                                     GetGrades, IgnorePattern, LimitOutput, NbGraderPreprocessor, OverwriteCells,
                                     OverwriteKernelspec, SaveAutoGrades)
+from sqlalchemy.exc import SAWarning
 
-from autograder.nbgrader_feedback import FigureAltText, ShortTestTracebacks
+from autograder.nbgrader_feedback import FigureAltText, QuietClearHiddenTests, ShortTestTracebacks
 from autograder.nbgrader_route import LatePenalty, TimedExecute, skip_unreadable
 
 c = get_config()  # noqa: F821 (provided by traitlets)
@@ -83,11 +85,16 @@ class ExportHandedIn(CsvExportPlugin):
 c.ExportApp.plugin_class = ExportHandedIn
 
 # Feedback shows each graded cell's report of its checks, never the hidden code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, ShortTestTracebacks, FigureAltText,
+# (figures get an alternative text; nbgrader's steps take nbconvert's display_data_priority: no warnings)
+c.GenerateFeedback.preprocessors = [GetGrades, QuietClearHiddenTests, ShortTestTracebacks, FigureAltText,
                                     CSSHTMLHeaderPreprocessor]
 
 # nbgrader gives 0 to a test cell that writes to stderr: a library's warning must not cost points.
 os.environ["PYTHONWARNINGS"] = "ignore"
+# nbgrader's Gradebook.add_submission builds a submission before adding it to its session, which
+# SQLAlchemy 2 reports on every new submission ("SAWarning: Object of type <SubmittedAssignment>
+# not in session"); the submission is added the line after: noise.
+warnings.filterwarnings("ignore", r"Object of type <Submitted\w+> not in session", SAWarning)
 
 # The autograder's time limits (autograder/sandbox/limits.py), per cell: a student's cell is stopped
 # after 60 s, a graded cell (all of one exercise's checks, up to about 90 s for a training

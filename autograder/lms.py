@@ -66,7 +66,9 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from . import assignments
 from .files import atomic_write
+from .notebook import assignment_of_filename
 from .roster import COLUMNS as ROSTER_COLUMNS
 
 MAX_NOTEBOOK_BYTES = 64 * 2**20   # the grader refuses bigger notebooks anyway
@@ -96,21 +98,15 @@ class Handed:
 
 # --- choosing the notebook -------------------------------------------------------------------
 
-def _stem(name):
-    """A file name as a student meant it: no browser or LMS suffix, no `Copy of`, one case."""
-    stem = name[:-len(".ipynb")] if name.lower().endswith(".ipynb") else name
-    stem = re.sub(r"^(copy of\s+)+", "", stem.strip(), flags=re.I)
-    stem = re.sub(r"(\s*\(\d+\)|-\d+)+$", "", stem)        # "x (1)", Canvas's "x-1"
-    return re.sub(r"[\s_]+", "-", stem.lower()).strip("-")
-
-
 def closeness(name, assignment):
-    """0 for `<a>.ipynb` itself, 1 for a renamed copy of it, more the farther the name."""
+    """0 for `<a>.ipynb` itself, 1 for a name that stands for it (`notebook.assignment_of_filename`,
+    the rule of every route: `(1)`, `Copy of`, `-1`, case, `_`), more the farther the name."""
     if name == f"{assignment}.ipynb":
         return 0.0
-    if _stem(name) == assignment:
+    if assignment_of_filename(name, assignments()) == assignment:
         return 1.0
-    return 2.0 + (1.0 - SequenceMatcher(None, _stem(name), assignment).ratio())
+    stem = name[:-len(".ipynb")] if name.lower().endswith(".ipynb") else name
+    return 2.0 + (1.0 - SequenceMatcher(None, stem.lower(), assignment).ratio())
 
 
 def choose(handed, assignment):

@@ -1,13 +1,28 @@
 """An nbgrader preprocessor for feedback: tracebacks of test cells show their context lines,
 which would print the hidden tests; keep only the error's type and message, bounded (a student's
 exception class may have a name of megabytes)."""
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbconvert.utils.base import NbConvertBase
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
+from traitlets import List
 
 from .notebook import is_test_cell
 from .text import bounded
 
 
-class ShortTestTracebacks(NbGraderPreprocessor):
+class FeedbackStep(NbGraderPreprocessor):
+    """An nbgrader preprocessor that takes nbconvert's `display_data_priority` setting: nbgrader's
+    base class redeclares that trait as not configurable, so nbconvert's HTML exporter, which sets
+    it for every NbConvertBase, made `generate_feedback` warn "Config option `display_data_priority`
+    not recognized" once per preprocessor and page."""
+
+    display_data_priority = List(NbConvertBase.display_data_priority.default_value).tag(config=True)
+
+
+class QuietClearHiddenTests(FeedbackStep, ClearHiddenTests):
+    """nbgrader's ClearHiddenTests, without that warning."""
+
+
+class ShortTestTracebacks(FeedbackStep):
     def preprocess_cell(self, cell, resources, index):
         if is_test_cell(cell):
             for output in cell.get("outputs", []):
@@ -17,7 +32,7 @@ class ShortTestTracebacks(NbGraderPreprocessor):
         return cell, resources
 
 
-class FigureAltText(NbGraderPreprocessor):
+class FigureAltText(FeedbackStep):
     """nbconvert's HTML template writes a notebook's figures (PNG, JPEG) without alternative text,
     and warns for each page ("Alternative text is missing on N image(s)"): each figure gets an
     HTML form with an alt text, which the exporter prefers to the bare image."""

@@ -53,6 +53,11 @@ endef
 # target is run in question mode (`MAKEFLAGS += -q` when it is make's only goal), its commands are
 # marked `+`, and $(set_up), its first command, makes .venv up to date in a make of its own,
 # outside question mode, as the $(STAMP) rule does for any other target.
+# `make -n check` prints the check's commands and runs none: in a dry run (-n) the check target
+# is not run in question mode and its commands are not marked `+` ($(RECURSE) is empty), so make
+# neither sets up .venv nor runs the check.
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+RECURSE := $(if $(DRY_RUN),,+)
 make_again = MAKEFLAGS= $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) \
   PYTHON="$(PYTHON)" TORCH_INDEX="$(TORCH_INDEX)"
 set_up = $(make_again) -q $(STAMP) 2>/dev/null || $(make_again) $(STAMP)

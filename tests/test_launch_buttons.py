@@ -6,8 +6,8 @@ repository's own `launch_buttons`, `repository` and `html_context` settings and 
 `_static/`, nothing executed; each build takes a few seconds.
 
 - With the url set, the student notebook's page launches that notebook on Binder and Colab,
-  and the reading page's launch links (to a .md file, which Colab cannot open) are the ones
-  _static/course.css hides.
+  and the reading page has no launch links in its HTML (they would open a .md file the students'
+  repository lacks): book/_ext/launch_links.py removes them.
 - With the url empty, as shipped, the book builds without a warning and links to no launch
   service at all.
 - The url is the students' repository (make student-copy); the Pages workflow, which runs in the
@@ -65,7 +65,8 @@ def make_book(folder, repository_url=None):
         "launch_buttons": config["launch_buttons"],
         "repository": repository,
         "sphinx": {"config": {"html_context":
-                              config.get("sphinx", {}).get("config", {}).get("html_context", {})}},
+                              config.get("sphinx", {}).get("config", {}).get("html_context", {})},
+                   "local_extensions": {"launch_links": "book/_ext"}},
     }
     (folder / "_config.yml").write_text(yaml.safe_dump(book))
     (folder / "_toc.yml").write_text(yaml.safe_dump({
@@ -75,6 +76,8 @@ def make_book(folder, repository_url=None):
     (folder / "intro.md").write_text("# Intro\n\nThe tiny book.\n")
     (folder / "book").mkdir()
     (folder / "book" / f"{NAME}.md").write_text(READING_PAGE)
+    (folder / "book" / "_ext").mkdir()
+    shutil.copy(ROOT / "book" / "_ext" / "launch_links.py", folder / "book" / "_ext")
     (folder / "notebooks" / NAME).mkdir(parents=True)
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# Exercises"), nbformat.v4.new_code_cell("x = 1")])
@@ -121,12 +124,29 @@ def test_the_repository_url_alone_turns_on_binder_and_colab(tmp_path):
         repos = set(re.findall(r"github\.com/[\w.-]+/[\w.-]+", page.read_text(encoding="utf-8")))
         assert repos <= {"github.com/example/attention-gradually"}, (page, repos)
 
-    # The reading page is a text notebook: its launch links open the .md file, which Colab
-    # cannot, and the course's stylesheet hides that menu.
-    reading = launch_links(out / "book" / f"{NAME}.html")
-    assert reading and all(href.endswith(".md") for href in reading.values()), reading
-    css = (ROOT / "_static" / "course.css").read_text()
-    assert '.dropdown-launch-buttons:has(a[href$=".md"]' in css
+    # The reading page is a text notebook the students' repository lacks: no launch links in its
+    # HTML at all (not hidden by a stylesheet: absent)
+    reading = (out / "book" / f"{NAME}.html").read_text(encoding="utf-8")
+    assert "dropdown-launch-buttons" not in reading and not any(s in reading for s in SERVICES)
+    assert "dropdown-launch-buttons" not in (ROOT / "_static" / "course.css").read_text()
+
+
+def test_launch_links_stay_only_where_the_students_repository_has_the_file():
+    """book/_ext/launch_links.py on the header buttons sphinx-book-theme gives a page (no build)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from launch_links import LAUNCH_GROUP, drop_launch_links, students_have
+    finally:
+        sys.path.pop(0)
+    menu = {"type": "group", "label": LAUNCH_GROUP, "buttons": [{"url": "https://mybinder.org/v2/gh/x/y/main"}]}
+    download = {"type": "group", "label": "download-buttons", "buttons": []}
+    for pagename, suffix, kept in [(f"notebooks/{NAME}/{NAME}", ".ipynb", True), (f"book/{NAME}", ".md", False),
+                                   ("intro", ".md", False), (f"notebooks/{NAME}/other", ".ipynb", False),
+                                   (f"notebooks/{NAME}/{NAME}", ".md", False)]:
+        context = {"header_buttons": [download, menu], "page_source_suffix": suffix}
+        drop_launch_links(None, pagename, "page.html", context, None)
+        assert context["header_buttons"] == ([download, menu] if kept else [download]), pagename
+        assert students_have(pagename, suffix) == kept
 
 
 def test_no_url_no_launch_links(tmp_path):

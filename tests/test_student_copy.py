@@ -308,3 +308,21 @@ def test_every_command_of_the_readme_works_in_a_fresh_copy(copy, tmp_path):
         result = shell(f"make check NB={path}", copy, env)
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"All {len(exercises(a))} exercises ready" in result.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("makefile", ["Makefile", "student/Makefile"])
+def test_make_n_check_prints_the_commands_and_runs_none(tmp_path, makefile):
+    """Issue 36 §10: `make -n check` in a fresh copy says what it would run and makes no .venv (the
+    set-up's sub-make used to be called with MAKEFLAGS= and `+`, so it ran, -n dropped)."""
+    course = tmp_path / "course"
+    venv_mk = course / ("student/venv.mk" if makefile == "Makefile" else "venv.mk")
+    venv_mk.parent.mkdir(parents=True)
+    shutil.copy(REPO / makefile, course / "Makefile")
+    shutil.copy(REPO / "student" / "venv.mk", venv_mk)
+    for name in ("requirements.txt", "pyproject.toml"):
+        shutil.copy(REPO / name, course / name)
+    done = subprocess.run(["make", "-n", "check", "NB=x.ipynb"], cwd=course, env=users_shell_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == '.venv/bin/python -m autograder check "x.ipynb"'
+    assert not (course / ".venv").exists()

@@ -253,14 +253,14 @@ def _gqa_formula(state, x, heads, kv_heads, label):
     right), RoPE (base 10000) at positions 0 ... N - 1 on the queries and keys, query head h with
     key/value head h // (H / G), o_proj of the merged heads."""
     import torch
-    import torch.nn.functional as F
     needed = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
     if any(name not in state for name in needed):
         raise CheckFailure(f"{label}: its parameters lack {', '.join(n for n in needed if n not in state)}")
     n, dim = x.shape[-2:]
     d_h = dim // heads
     # each head's projection, (..., heads, N, d_h), by einsum over the weight's rows taken d_h at a time
-    project = lambda name, h: torch.einsum("...nd,hed->...hne", x.double(), state[name].double().view(h, d_h, dim))  # noqa: E731
+    def project(name, h):
+        return torch.einsum("...nd,hed->...hne", x.double(), state[name].double().view(h, d_h, dim))
     positions = torch.arange(n)
     q, k = _rope(project("q_proj.weight", heads), positions), _rope(project("k_proj.weight", kv_heads), positions)
     v = project("v_proj.weight", kv_heads)

@@ -97,6 +97,16 @@ def _timestamp(path):
     return datetime.fromtimestamp(os.stat(path).st_mtime, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
+def _readable(path, assignment):
+    """Whether nbgrader runs the notebook (`skip_unreadable` leaves out one the autograder refuses)."""
+    from .notebook import NotebookError, load_submission
+    try:
+        load_submission(Path(path), assignment)
+    except NotebookError:
+        return False
+    return True
+
+
 def _sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -157,7 +167,8 @@ def prepare(submissions, roster_path=None, students_out="students.csv", autograd
             now["timestamp"] = written
         done = os.path.join(autograded, job.student, job.assignment)
         changed = before.get("sha256") not in (None, now["sha256"])
-        if os.path.isdir(done) and (changed or not os.path.exists(os.path.join(done, f"{job.assignment}.ipynb"))):
+        unfinished = not os.path.exists(os.path.join(done, f"{job.assignment}.ipynb")) and _readable(where, job.assignment)
+        if os.path.isdir(done) and (changed or unfinished):
             shutil.rmtree(done)
             said.append(f"cleared {done} ({'the notebook changed' if changed else 'an interrupted run'}): "
                         f"nbgrader grades it again")

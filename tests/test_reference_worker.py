@@ -117,3 +117,19 @@ def test_an_answer_that_comes_after_its_call_leaves_later_exercises_untouched(tm
     assert len(failed) == 1 and "time limit" in failed[0].message, by_name["TinyLM"].checks
     for name in ("train_lm", "generate"):
         assert by_name[name].score == by_name[name].max_score, by_name[name].checks
+
+
+def test_the_worker_starts_under_a_graders_own_lower_limits():
+    """An instructor's `ulimit -v` or `ulimit -n` below the worker's bounds: the worker keeps the lower
+    ones (raising a hard limit would fail, and every answer with it)."""
+    import subprocess
+    import sys
+    code = ("import resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))\n"
+            "from autograder.sandbox.answers import Callbacks, ReferenceWorker\n"
+            "callbacks = Callbacks()\ncallbacks['echo'] = lambda x: x\n"
+            "worker = ReferenceWorker()\nprint(worker.answer(callbacks, 'echo', ['hi'], 10))\nworker.end()\n")
+    from autograder import REPO_ROOT
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert run.stdout.strip() == "{'value': 'hi'}", run

@@ -204,13 +204,22 @@ def _bound(keep, grader):
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
-    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + ADDRESS_SPACE_BYTES,) * 2)
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS + 5))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # it writes no file (SIGXFSZ ignored: the write fails)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_AS, _address_space() + ADDRESS_SPACE_BYTES)
+    _lower(resource.RLIMIT_CPU, CPU_SECONDS)
+    _lower(resource.RLIMIT_NOFILE, OPEN_FILES)
+    _lower(resource.RLIMIT_FSIZE, 0)  # it writes no file (SIGXFSZ ignored: the write fails)
+    _lower(resource.RLIMIT_CORE, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     seccomp.install()  # the student's filter: no memfd, no System V memory, no foreign syscall table
+
+
+def _lower(kind, value):
+    """Set a limit to `value`, or leave it where the grader's own is lower (an instructor's
+    `ulimit -v`): raising a hard limit would fail, and the worker with it."""
+    _, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
 
 
 def _open_fds():

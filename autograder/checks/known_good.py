@@ -34,6 +34,12 @@ MAX_ITEMS = 2**16             # items of plain lists, tuples and dicts in one re
 _WORK = {}   # (reference, function, shapes) -> the numbers its call makes: the same for every student
 
 
+def _remember(measures):
+    if len(_WORK) > 4096:
+        _WORK.clear()
+    _WORK.update(measures)
+
+
 class Refused(Exception):
     """A request over the bounds: the student's call fails with this message."""
 
@@ -45,9 +51,24 @@ class KnownGood:
         """`forward_only`: classes answered for a probe, their `forward` only (never built, never
         their other methods: a `fit` that asked for the reference's would score without being written)."""
         self.ref, self.names, self.forward_only = ref, set(names), set(forward_only)
+        self._measured = {}  # this process's new measures of work, not yet told to the grader
         self.modules = collections.OrderedDict()   # (name, args, kwargs) -> the reference module
         self.graphs = collections.OrderedDict()    # key -> (leaves, outputs)
         self.keys = itertools.count()
+
+    # What the reference worker tells the grader after each answer (`sandbox/answers.py`): the work it
+    # measured, kept by the grader for the workers it forks next (a measure costs a call on meta;
+    # the same for every student).
+    shared = ("measured",)
+
+    @property
+    def measured(self):
+        new, self._measured = self._measured, {}
+        return new
+
+    @measured.setter
+    def measured(self, new):
+        _remember({k: v for k, v in new.items() if isinstance(k, str) and type(v) is int})
 
     def spec(self):
         """What the student's process must make: a function, or a module class and its methods."""
@@ -190,11 +211,10 @@ class KnownGood:
     def _measure(self, what, function, module, args, kwargs, state):
         """The numbers the call would make, measured on `meta` (shapes without data) once per
         reference function and distinct set of shapes in this process; refused past MAX_WORK."""
-        signature = hashlib.sha256(repr((self.ref.__name__, what, _shapes([args, kwargs, state]))).encode()).digest()
+        signature = hashlib.sha256(repr((self.ref.__name__, what, _shapes([args, kwargs, state]))).encode()).hexdigest()
         if signature not in _WORK:
-            if len(_WORK) > 4096:
-                _WORK.clear()
-            _WORK[signature] = _work_on_meta(function, module, args, kwargs, state)
+            _remember({signature: _work_on_meta(function, module, args, kwargs, state)})
+            self._measured[signature] = _WORK[signature]
         work = _WORK[signature]
         if work > MAX_WORK:
             raise Refused(f"it would make {work:,} numbers (at most {MAX_WORK:,}); call it on smaller inputs")

@@ -19,8 +19,10 @@ import signal
 import time
 import weakref
 
+import numpy as np
+
 from ..text import bounded
-from ..wire import WireError
+from ..wire import WireError, frame
 from . import channel, lifeline, seccomp
 
 ADDRESS_SPACE_BYTES = 2**30   # a worker's memory beyond what it was forked with (the answers need ~0.2 GB)
@@ -58,8 +60,10 @@ class ReferenceWorker:
         self.serving = None   # (the Callbacks, its generation) the worker was forked with
         self.forks = 0
 
-    def answer(self, callbacks, name, args, seconds):
-        """{"value": ...}, or {"error": why} for the student: refused, raised, or past `seconds`."""
+    def answer(self, callbacks, name, args, seconds, question=None):
+        """The answer as the student's process reads it: a frame's bytes, made by the worker (the
+        grader passes them on without reading them again: the answers of a training loop are many),
+        or {"error": why} when it is refused, fails, or is past `seconds`. `question`: its number."""
         if not isinstance(name, str) or name not in callbacks or not isinstance(args, list):
             return {"error": "the grader answers no such question now"}
         if self.pid is None or self.serving != (id(callbacks), callbacks.generation):
@@ -67,7 +71,7 @@ class ReferenceWorker:
             self._fork(callbacks)
         deadline = time.monotonic() + seconds
         try:
-            channel.send(self.to_fd, {"name": name, "args": args}, deadline)
+            channel.send(self.to_fd, {"name": name, "args": args, "q": question}, deadline)
             reply = channel.receive(self.from_fd, deadline, self.reply_bytes)
         except TimeoutError:
             self.end()
@@ -79,7 +83,9 @@ class ReferenceWorker:
         for attribute, value in (reply.get("shared") or {}).items():
             if attribute in getattr(callbacks[name], "shared", ()):
                 setattr(callbacks[name], attribute, value)
-        return {"value": reply["value"]} if "value" in reply else {"error": bounded(str(reply.get("error")))}
+        if "frame" in reply:
+            return reply["frame"].tobytes()
+        return {"error": bounded(str(reply.get("error")))}
 
     def _fork(self, callbacks):
         _warm_once()
@@ -170,16 +176,16 @@ def _serve(callbacks, read_fd, write_fd, grader):
             return
         callback = callbacks[question["name"]]
         try:
-            reply = {"value": callback(*question["args"])}
+            answer = {"value": callback(*question["args"]), "q": question["q"]}
+            reply = {"frame": np.frombuffer(frame(answer), dtype=np.uint8)}  # the student's frame, made here
+        except WireError as error:
+            reply = {"error": bounded(f"the answer cannot be sent: {error}")}
         except Exception as error:  # noqa: BLE001 (MemoryError included: the student's call's error)
             reply = {"error": bounded(f"{type(error).__name__}: {error}")}
         reply["shared"] = {a: getattr(callback, a) for a in getattr(callback, "shared", ())}
         try:
             channel.send(write_fd, reply, time.monotonic() + 60)
-        except WireError as error:
-            channel.send(write_fd, {"error": bounded(f"the answer cannot be sent: {error}"),
-                                    "shared": reply["shared"]}, time.monotonic() + 60)
-        except (TimeoutError, OSError):
+        except (TimeoutError, OSError, WireError):
             return
 
 

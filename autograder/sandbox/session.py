@@ -138,10 +138,11 @@ class SandboxedStudent:
         student's call; whatever goes wrong is the student's call's error, not the grader's."""
         started = time.perf_counter()
         try:
-            answer = self.reference.answer(self.callbacks, question.get("callback"), question.get("args"), seconds)
+            answer = self.reference.answer(self.callbacks, question.get("callback"), question.get("args"), seconds,
+                                           question.get("q"))
         finally:
             self.seconds["grader's answers"] = self.seconds.get("grader's answers", 0.0) + time.perf_counter() - started
-        return dict(answer, q=question.get("q"))
+        return answer if isinstance(answer, bytes) else dict(answer, q=question.get("q"))
 
     def _send(self, request, doing, seconds):
         try:
@@ -158,8 +159,9 @@ class SandboxedStudent:
             while True:
                 reply = self.process.receive(max(deadline - time.monotonic(), 0.1), self.limits.reply_bytes)
                 if isinstance(reply, dict) and "callback" in reply:  # a probe asks the grader, mid-call
-                    self.process.send(self._answer(reply, max(deadline - time.monotonic(), 0.1)),
-                                      max(deadline - time.monotonic(), 0.1))
+                    answer = self._answer(reply, max(deadline - time.monotonic(), 0.1))
+                    send = self.process.send_frame if isinstance(answer, bytes) else self.process.send
+                    send(answer, max(deadline - time.monotonic(), 0.1))
                 elif isinstance(reply, dict) and reply.get("id") == request_id:
                     break
                 elif not (isinstance(reply, dict) and "id" in reply):

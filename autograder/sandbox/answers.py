@@ -181,7 +181,9 @@ def _serve(callbacks, read_fd, write_fd, grader):
         except WireError as error:
             reply = {"error": bounded(f"the answer cannot be sent: {error}")}
         except Exception as error:  # noqa: BLE001 (MemoryError included: the student's call's error)
-            reply = {"error": bounded(f"{type(error).__name__}: {error}")}
+            # the student's side raises it as a RuntimeError: its name is not said twice
+            said = str(error) if type(error) is RuntimeError else f"{type(error).__name__}: {error}"
+            reply = {"error": bounded(said)}
         reply["shared"] = {a: getattr(callback, a) for a in getattr(callback, "shared", ())}
         try:
             channel.send(write_fd, reply, time.monotonic() + 60)

@@ -21,9 +21,20 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PIP) -r requirements.txt
 	touch $(STAMP)
 
+# The whole book, or with CHAPTERS='01-weights 02-global-attention' a term's (book/term.py): those
+# chapters only, in _build/term/_build/html, pages already executed by a full build reused.
 book: $(STAMP)
+ifeq ($(strip $(CHAPTERS)),)
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
 	@echo "Book: _build/html/index.html"
+else
+	$(BIN)/python book/term.py "$(strip $(CHAPTERS))" > /dev/null
+	rm -rf _build/term/_build _build/term/.jupyter_cache
+	if [ -d _build/.jupyter_cache ]; then cp -R _build/.jupyter_cache _build/term/; fi
+	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going --toc _build/term/_toc.yml \
+		--config _build/term/_config.yml --path-output _build/term
+	@echo "Book of chapters $(strip $(CHAPTERS)): _build/term/_build/html/index.html"
+endif
 
 test: $(STAMP)
 	@# Debian packages, installed when make test runs as root (CI on a fresh clone): bubblewrap

@@ -164,6 +164,7 @@ def make_copy(dest, chapters=None):
     for a in chosen:
         shutil.copytree(REPO_ROOT / "notebooks" / a, dest / "notebooks" / a, ignore=ignore)
     shutil.copytree(REPO_ROOT / "autograder", dest / "autograder", ignore=shutil.ignore_patterns("__pycache__", "checks"))
+    keep_released_rules(dest / "autograder" / "stated", chosen)
     shutil.copy(REPO_ROOT / "pyproject.toml", dest)
     for name, copied in TEMPLATES.items():
         shutil.copy(HERE / name, dest / copied)
@@ -186,6 +187,19 @@ def make_copy(dest, chapters=None):
     start.chmod(0o755)
     make_repository(dest, repository["branch"], repository["url"])
     return dest
+
+
+def keep_released_rules(stated, chosen):
+    """The stated rules and known answers of the chapters released only: a later chapter's rules
+    would tell its exercises before their time (the package finds the chapter modules it holds)."""
+    from autograder.stated.known import module_text, stored
+    numbers = {a[:2] for a in chosen}
+    for module in stated.glob("ch[0-9][0-9]_*.py"):
+        if module.name[2:4] not in numbers:
+            module.unlink()
+    kept = {key: record for key, record in stored().items() if key.split("/")[0] in chosen}
+    if kept != stored():
+        (stated / "known_answers.py").write_text(module_text(kept), encoding="utf-8")
 
 
 def next_steps(dest):

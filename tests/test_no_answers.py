@@ -26,9 +26,11 @@ MIN_KGRAMS = 30 distinct k-grams (one statement: a product, a constructor's one 
 short to be told from any code that uses the same idiom, and are left out.
 
 What it cannot see: a function that computes an exercise's answer written in another structure
-(the stated rules' float64 `_rope` or `exact_attention` score under 32 %); a stated rule holds
-properties and known answers (`autograder/stated/known_answers.py`, written by
-tests/make_known_answers.py) by the rule of CONTRIBUTING, which review keeps.
+(the stated rules' old float64 `_rope` and `exact_attention` scored under 32 %). So a stated rule
+holds properties, and asks every answer it compares with of its `known` source
+(`autograder/stated/known.py`): the reference at grading, stored known answers in `check`
+(`known_answers.py`, recorded by tests/make_known_answers.py, checked below). Review keeps that
+rule (CONTRIBUTING).
 
 Exempt by design: the notebooks and pages of the chapters released *after* the exercise's own,
 which give its answer (chapter 9's notebook gives chapter 8's modules); a term released chapter
@@ -252,12 +254,48 @@ def test_no_file_students_read_holds_an_exercises_answer(files):
 
 
 def test_the_stated_rules_known_answers_are_the_references():
-    """autograder/stated/known_answers.py is what tests/make_known_answers.py writes from the
-    reference solutions today (run it after changing one)."""
+    """autograder/stated/known_answers.py holds, for every stated rule that asks for answers (and
+    for no other), answers that the reference gives today on the stored inputs: recomputed here,
+    each one (after changing a reference or a rule, run .venv/bin/python tests/make_known_answers.py)."""
+    from autograder import reference
+    from autograder.checks import checks_module
+    from autograder.checks.core import answer_helpers
+    from autograder.stated.known import Reference, _same, stored
     sys.path.insert(0, str(REPO / "tests"))
     import make_known_answers
-    assert make_known_answers.TARGET.read_text() == make_known_answers.contents(), \
+    records = stored()
+    assert set(records) == {rule.key for rule in make_known_answers.rules_with_answers()}, \
         "run .venv/bin/python tests/make_known_answers.py"
+    checked = 0
+    for key, record in records.items():
+        assignment = key.split("/")[0]
+        checks_module(assignment)
+        source = Reference(reference.load(assignment), answer_helpers(assignment))
+        assert record["answers"], f"{key} records no answer"
+        for entry in record["answers"]:
+            again = source.answer(entry["name"], *entry["args"], **entry["kwargs"])
+            assert _same(again, entry["value"]), f"{key}: {entry['name']} is no longer the reference's answer"
+            checked += 1
+    print(f"{checked} answers of {len(records)} rules recomputed")
+
+
+def test_a_known_answer_is_found_only_on_its_own_inputs():
+    """`check` answers only the recorded arguments: an input changed by one part in a thousand (a
+    student's value that differs) is Unknown, the recorded one (to float32 rounding) is found."""
+    from autograder.stated.known import Replay, Unknown
+    replay = Replay("08-transformer/rope_leaves_x")
+    entry = replay.record["answers"][0]
+    x, positions = entry["args"]
+    assert _close_enough(replay.answer("apply_rope", x.float().double(), positions), entry["value"])
+    with pytest.raises(Unknown, match="only on the inputs it was recorded with"):
+        replay.answer("apply_rope", x * 1.001, positions)
+    with pytest.raises(Unknown):
+        replay.answer("apply_rope", x, positions + 1)
+
+
+def _close_enough(a, b):
+    import torch
+    return bool(torch.allclose(a, b, rtol=1e-5, atol=1e-6))
 
 
 if __name__ == "__main__":

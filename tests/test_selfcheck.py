@@ -159,8 +159,8 @@ def test_an_exercise_waits_only_for_the_earlier_ones_its_code_uses(tmp_path):
     """Chapter 8 with three bugs: float32 angles in sinusoidal_positions, which nothing else uses;
     `repeat` for `repeat_interleave` in GroupedQueryAttention; RMSNorm's eps at 1e-5. A student read
     every later failure as "may come from sinusoidal_positions". Now GroupedQueryAttention's failures
-    are its own (FAIL), so is DecoderBlock's RMSNorm rule, and block_from_llama waits for the two it
-    builds on. With GroupedQueryAttention's positions not offset by the cache instead, DecoderBlock's
+    are its own (FAIL), so is DecoderBlock's RMSNorm rule, its cache rule (whose known answer needs
+    a right attention) and block_from_llama wait for the ones they build on. With GroupedQueryAttention's positions not offset by the cache instead, DecoderBlock's
     cache rule, which runs that attention, waits for it."""
     from mutants import catalogue
     a, wrong = "08-transformer", catalogue("08-transformer").WRONG
@@ -177,8 +177,11 @@ def test_an_exercise_waits_only_for_the_earlier_ones_its_code_uses(tmp_path):
     attention = block(text, "GroupedQueryAttention")
     assert "  FAIL  visible tests" in attention and "  wait  " not in attention, text
     problems = [line for line in block_lines if line.startswith(("  FAIL", "  wait"))]
-    # its rules run its own attention, whose head mapping is wrong but the same with a cache or without
-    assert len(problems) == 1 and problems[0].startswith("  FAIL  a rule its text states, RMSNorm(dim)"), text
+    # its cache rule runs its own attention, whose head mapping is wrong: `check` knows the block's
+    # answer only for a right attention, so it waits (`grade` gives the block a correct attention)
+    assert len(problems) == 2 and problems[0].startswith("  FAIL  a rule its text states, RMSNorm(dim)"), text
+    assert problems[1].startswith("  wait  a rule its text states, with a KVCache") and \
+        "this may come from GroupedQueryAttention (see above)" in problems[1], text
     assert "this may come from GroupedQueryAttention, DecoderBlock (see above)" in block(text, "block_from_llama")
     assert "FAIL" not in block(text, "block_from_llama") and block(text, "kv_cache_bytes").count("  ok  ") == 3
     assert text.splitlines()[-1] == ("3 of 7 exercises ready; 4 problems to fix before you hand it in; "

@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import re
+import runpy
 import shutil
 import signal
 import subprocess
@@ -108,7 +109,7 @@ def test_a_term_released_chapter_by_chapter_gets_only_the_chapters_released(tmp_
     """`make student-copy DEST=... CHAPTERS=...`: only those chapters' notebooks, and a README that
     lists only them (a later chapter's notebook gives an earlier one's answers by design: issue 36);
     an unknown chapter is refused, with the list of the course's."""
-    chosen = assignments()[:2]
+    chosen = ["01-weights", "07-flash-tiling"]
     dest = tmp_path / "term"
     run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={dest}", f"CHAPTERS={' '.join(chosen)}")
     assert sorted(os.listdir(dest / "notebooks")) == chosen
@@ -117,6 +118,11 @@ def test_a_term_released_chapter_by_chapter_gets_only_the_chapters_released(tmp_
     readme = (dest / "README.md").read_text()
     for a in assignments():
         assert (f"`notebooks/{a}/{a}.ipynb`" in readme) == (a in chosen)
+    # the rules of the chapters released only, and their known answers only
+    assert sorted(p.name for p in (dest / "autograder" / "stated").glob("ch[0-9][0-9]_*.py")) == ["ch07_flash_tiling.py"]
+    from autograder.stated.known import decode
+    stored = decode(runpy.run_path(str(dest / "autograder" / "stated" / "known_answers.py"))["DATA"])
+    assert stored and {key.split("/")[0] for key in stored} == {"07-flash-tiling"}
     assert make_copy.released(",".join(reversed(chosen))) == chosen  # commas, any order: the course's order
     refused = run("make", "--no-print-directory", "-C", REPO, "student-copy", f"DEST={tmp_path / 'other'}",
                   "CHAPTERS=01-weights 99-nothing", check=False)

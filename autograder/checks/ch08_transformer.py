@@ -10,13 +10,80 @@ import functools
 
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_same, module_pair,
+from .core import (CheckFailure, call, check, describe, equals, expect_same, known_answers, module_pair,
                    padding_mask, plain, same, stated_checks, tensor)
 from .known_good import use_with_probe
 from ..stated.calling import _expect_parameters
 
 ASSIGNMENT = "08-transformer"
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
+
+
+# ---- the answers the stated rules ask by name (autograder/stated/ch08_transformer.py), in float64 ----
+
+def _sinusoidal_rows(ref, n, dim, rows):
+    return ref.sinusoidal_positions(n, dim).double()[rows]
+
+
+def _rope_neighbours(ref, x, positions, base=10000.0):
+    """RoPE pairing features 2i and 2i + 1 (Meta's Llama code): a wrong convention, for a message."""
+    angle = positions.double()[..., None] * base ** (-2 * torch.arange(x.shape[-1] // 2, dtype=torch.float64)
+                                                     / x.shape[-1])
+    x1, x2 = x[..., 0::2].double(), x[..., 1::2].double()
+    return torch.stack([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], -1).flatten(-2)
+
+
+def _gqa(ref, state, x, heads, kv_heads):
+    module = ref.GroupedQueryAttention(x.shape[-1], heads, kv_heads).double()
+    module.load_state_dict({name: value.double() for name, value in state.items()})
+    return module(x.double())
+
+
+def _gqa_keys(ref, k_weight, x, heads, kv_heads, rotated):
+    """k_proj of x in the G key/value heads, (B, G, N, d_h), rotated at positions 0 ... N - 1 or not."""
+    keys = ref.split_heads(torch.nn.functional.linear(x.double(), k_weight.double()), kv_heads)
+    return ref.apply_rope(keys, torch.arange(x.shape[-2])) if rotated else keys
+
+
+def _rms_norm(ref, x, weight):
+    norm = ref.RMSNorm(x.shape[-1]).double()
+    norm.weight.copy_(weight.double())
+    return norm(x.double())
+
+
+class _Given(torch.nn.Module):
+    """An attention that returns the output it was given: the block judged with the student's own."""
+    def __init__(self, output):
+        super().__init__()
+        self.output = output
+
+    def forward(self, *args, **kwargs):
+        return self.output
+
+
+def _block(ref, state, x, attended, variant="text"):
+    """The block's output on x with `attended` as its attention's output: the reference block's
+    ("text"), or, for a message, SiLU on the up branch ("silu_on_up") or the norms' outputs added
+    where their inputs are ("norm_added")."""
+    x, attended, state = x.double(), attended.double(), {name: value.double() for name, value in state.items()}
+    if variant == "text":
+        block = ref.DecoderBlock(x.shape[-1], 1, 1, state["gate_proj.weight"].shape[0]).double()
+        block.attention = _Given(attended)
+        block.load_state_dict(state, strict=False)
+        return block(x)
+    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    normed = norm(x, state["attn_norm.weight"])
+    middle = (normed if variant == "norm_added" else x) + attended
+    h = norm(middle, state["mlp_norm.weight"])
+    gate = torch.nn.functional.linear(h, state["gate_proj.weight"])
+    up = torch.nn.functional.linear(h, state["up_proj.weight"])
+    mlp = torch.nn.functional.linear(gate * torch.nn.functional.silu(up) if variant == "silu_on_up"
+                                     else torch.nn.functional.silu(gate) * up, state["down_proj.weight"])
+    return (h if variant == "norm_added" else middle) + mlp
+
+
+known_answers(ASSIGNMENT, sinusoidal_rows=_sinusoidal_rows, rope_neighbours=_rope_neighbours, gqa=_gqa,
+              gqa_keys=_gqa_keys, rms_norm=_rms_norm, block=_block)
 
 
 # ---- sinusoidal_positions ---------------------------------------------------------------------

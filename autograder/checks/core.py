@@ -16,6 +16,7 @@ import numpy as np
 
 from ..sandbox.calls import StudentError  # noqa: F401 (the checks catch it)
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
+from ..stated.known import Reference
 from ..stated.device import (DEVICE_CHECK, DEVICE_RULE, Fresh, Made, device_rules, expect_layout,  # noqa: F401
                              tensor_devices)
 from ..wire import Handle, roundtrip, to_plain
@@ -72,8 +73,27 @@ def stated_checks(exercise):
     """Registers here, as checks of `exercise`, the rules its text states (`autograder.stated`):
     `grade` charges them as `check` runs them, from one definition."""
     module_globals = sys._getframe(1).f_globals
-    for prop in properties(module_globals["ASSIGNMENT"], exercise):
-        _register(module_globals, exercise, prop.name, prop.weight, lambda student, ref, rng, f=prop.function: f(student, rng))
+    assignment = module_globals["ASSIGNMENT"]
+    for prop in properties(assignment, exercise):
+        def run(student, ref, rng, prop=prop):
+            if not prop.known:
+                return prop.function(student, rng)
+            return prop.function(student, rng, Reference(ref, _ANSWERS.get(assignment, {})))
+        _register(module_globals, exercise, prop.name, prop.weight, run)
+
+
+_ANSWERS = {}
+
+
+def known_answers(assignment, **helpers):
+    """The grader-side answers a chapter's stated rules ask by name (`known.answer(name, ...)`) that
+    are not one function of the reference: `helper(ref, *args, **kwargs)`. Here, not in
+    `autograder/stated/`: the students' copy ships that, and these compute answers."""
+    _ANSWERS.setdefault(assignment, {}).update(helpers)
+
+
+def answer_helpers(assignment):
+    return _ANSWERS.get(assignment, {})
 
 
 def registered(assignment, exercise):

@@ -9,13 +9,21 @@ them on the student's notebook, so a student's copy of the course, which has nei
 solutions nor `autograder/checks/`, learns before grading every point these can cost.
 
 The package: the seeds and the register (`register`); what both need to call the student's code
-and say what went wrong (`calling`: `Student`, `describe`), and a module of rules per chapter, named
-like its checks (`ch04_multi_head` … ), each registered when this package is imported; and the device
-rule, which every exercise on tensors states, with its cases by chapter (`device`).
+and say what went wrong (`calling`: `Student`, `describe`); where the answers a rule compares with
+come from (`known`: the reference at grading, the stored `known_answers` in `check`); a module of
+rules per chapter, named like its checks (`ch04_multi_head` … ), found by its name and registered
+when this package is imported (a students' copy of a term holds only the chapters released); and
+the device rule, which every exercise on tensors states, with its cases by chapter (`device`).
 """
+import importlib
+import pkgutil
+import re
+
 from .register import (CheckFailure, Property, fresh_seed, parse_seed, properties, rng_for, run_seed,  # noqa: F401
                        set_seed, stated, SEED_VARIABLE)
 from .calling import Student, called, describe  # noqa: F401 (the checks' vocabulary)
-from . import ch04_multi_head, ch05_self_masked, ch06_nadaraya_watson, ch07_flash_tiling, ch08_transformer  # noqa: F401 (each registers its rules)
-from . import ch09_language_model  # noqa: F401 (registers its rules)
 from .device import device_rules  # noqa: F401 (the device rule of every exercise on tensors, by chapter)
+
+CHAPTER_MODULE = re.compile(r"ch\d\d_\w+")
+for _chapter in sorted(m.name for m in pkgutil.iter_modules(__path__) if CHAPTER_MODULE.fullmatch(m.name)):
+    importlib.import_module(f"{__name__}.{_chapter}")  # registers its rules

@@ -12,16 +12,16 @@ from .calling import (describe, _tensor, _close, _expect_unchanged, _backward_gr
 # ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
 
 @stated("08-transformer", "apply_rope", "returns a new tensor: the caller's x is left as it was (heads, float32 and "
-        "float64)", weight=0.5)
-def rope_leaves_x(student, rng):
+        "float64)", weight=0.5, known=True)
+def rope_leaves_x(student, rng, known):
     import torch
     for dtype in (torch.float32, torch.float64):
-        x = _tensor(rng, (2, 3, 5, 8), dtype)
+        x = known.given(f"x {str(dtype)[6:]}", lambda: _tensor(rng, (2, 3, 5, 8), dtype))
         what = f"apply_rope(x {describe(x)}, positions {describe(torch.arange(5))})"
         got = _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), what,
                                 hint="return a new tensor (torch.cat of the rotated halves), not x with its halves "
                                 "written over (x[..., :half] = ...)")
-        _expect_formula(got, _rope(x, torch.arange(5)), what + " (whether it leaves x as it was is judged on a right "
+        _expect_formula(got, known.answer("apply_rope", x.double(), torch.arange(5)), what + " (whether it leaves x as it was is judged on a right "
                         "result)", 1e-4, 1e-5, "rotate feature i with feature i + d_h/2 by the angle position * "
                         "base^(-2i/d_h)", dtype=dtype)
 
@@ -117,17 +117,17 @@ def _norm_evidence(got, x, expected):
 # ---- chapter 8: the rules of the text, on the student's own modules -------------------------------
 
 @stated("08-transformer", "apply_rope", "relative: the scores of rotated queries and keys are unchanged when every "
-        "position shifts by the same amount", weight=0.5)
-def rope_relative(student, rng):
+        "position shifts by the same amount", weight=0.5, known=True)
+def rope_relative(student, rng, known):
     import torch
     n, d_h = 6, 8
-    q, k = _tensor(rng, (n, d_h), torch.float64), _tensor(rng, (n, d_h), torch.float64)
+    q, k = known.given("q, k", lambda: (_tensor(rng, (n, d_h), torch.float64), _tensor(rng, (n, d_h), torch.float64)))
     scores = []
     for shift in (0, 13):
         positions = torch.arange(n) + shift
         rotated_q, rotated_k = (torch.as_tensor(np.asarray(student.call("apply_rope", x, positions))) for x in (q, k))
         for x, rotated in ((q, rotated_q), (k, rotated_k)):  # each a rotation, as the text defines it
-            _expect_formula(rotated, _rope(x, positions), f"apply_rope(x {describe(x)}, positions "
+            _expect_formula(rotated, known.answer("apply_rope", x, positions), f"apply_rope(x {describe(x)}, positions "
                             f"{describe(positions)})", 1e-5, 1e-6, "whether the scores are relative is judged on "
                             "right rotations: feature i with feature i + d_h/2, by position * base^(-2i/d_h)",
                             dtype=torch.float64)
@@ -138,11 +138,18 @@ def rope_relative(student, rng):
                            "same angle for the query and the key at one position")
 
 
-def _drawn(student, rng, module, label, dtype=None, scale=0.5):
+def _drawn(student, rng, module, label, dtype=None, scale=0.5, known=None):
     """Random values for `module`'s parameters, loaded into it: {name: value}. Its buffers are its own
-    (register_buffer: an inv_freq, a mask) and are left as they are."""
-    state = {name: _tensor(rng, shape, dtype, scale=scale)
-             for name, shape in _parameter_shapes(student, module, label).items()}
+    (register_buffer: an inv_freq, a mask) and are left as they are. With `known`, the values are
+    the rule's input "state" (in `check`, the one its known answers were recorded with, for the
+    parameters the module has as the reference has them: its parameters decide, as at grading)."""
+    shapes = _parameter_shapes(student, module, label)
+
+    def draw():
+        return {name: _tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
+    state = known.given("state", draw) if known else draw()
+    state = {name: state[name] if name in state and tuple(state[name].shape) == tuple(shape)
+             else _tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
     student.call(module, state, method="load_state_dict")
     return state
 
@@ -177,23 +184,23 @@ def block_parameters(student, rng):
                        "down_proj.weight": (dim, hidden)})
 
 
-def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint, whole):
+def _fed_in_pieces(student, rng, known, class_name, init, x, pieces, hint, whole):
     """`class_name(*init)`, holding parameters drawn here, fed x in `pieces` through one KVCache, gives
     what the same module gives for x fed whole: the rule of the text, on the student's own module.
-    Judged on a module whose output on x fed whole is right, `whole(module, state, x, label)` as the
-    text's formula gives it: a module that returns x, or zeros, gives the same in pieces too."""
+    Judged on a module whose output on x fed whole is right, `whole(module, state, x, label)` (the
+    known answer): a module that returns x, or zeros, gives the same in pieces too."""
     import torch
     label = f"{class_name}{init} with parameters the grader loaded into it"
     module = student.call(class_name, *init, keep=True, _label=label)
-    state = _drawn(student, rng, module, label)
+    state = _drawn(student, rng, module, label, known=known)
     expected = student.call(module, x, _label=label)
     right = whole(module, state, x, label)
     expected = torch.as_tensor(np.asarray(expected)) if isinstance(expected, (np.ndarray, torch.Tensor)) else expected
     if not (isinstance(expected, torch.Tensor) and _close(expected, right, 1e-4, 1e-5)):
         shown = (f"largest difference {(expected - right).abs().max():.3g}" if isinstance(expected, torch.Tensor)
                  and expected.shape == right.shape else f"{describe(expected)}, expected shape {tuple(right.shape)}")
-        raise CheckFailure(f"{label}, on x {describe(x)} fed whole without a cache: not the text's formula, computed "
-                           f"here from the module's parameters ({shown}; tolerance rtol=1e-4, atol=1e-5); feeding x in "
+        raise CheckFailure(f"{label}, on x {describe(x)} fed whole without a cache: not the text's formula on the "
+                           f"module's parameters ({shown}; tolerance rtol=1e-4, atol=1e-5); feeding x in "
                            "pieces through a KVCache is judged on a module whose whole output is right")
     cache = student.call("KVCache", keep=True, _label="KVCache()")
     for start, stop in pieces:
@@ -210,29 +217,29 @@ def _fed_in_pieces(student, rng, class_name, init, x, pieces, hint, whole):
 
 @stated("08-transformer", "GroupedQueryAttention", "with a KVCache: a sequence fed in pieces (3 tokens, then 1, then 2) "
         "gives the outputs of the whole sequence fed without a cache (keys rotated before they are cached, positions "
-        "continue after the cached tokens)", weight=1.5)
-def gqa_cache(student, rng):
-    _fed_in_pieces(student, rng, "GroupedQueryAttention", (16, 4, 2), _tensor(rng, (2, 6, 16)), ((0, 3), (3, 4), (4, 6)),
+        "continue after the cached tokens)", weight=1.5, known=True)
+def gqa_cache(student, rng, known):
+    _fed_in_pieces(student, rng, known, "GroupedQueryAttention", (16, 4, 2),
+                   known.given("x", lambda: _tensor(rng, (2, 6, 16))), ((0, 3), (3, 4), (4, 6)),
                    "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, then "
-                   "append them", lambda module, state, x, label: _gqa_formula(state, x, 4, 2, label))
+                   "append them", lambda module, state, x, label: _gqa_answer(known, state, x, 4, 2, label))
 
 
 @stated("08-transformer", "GroupedQueryAttention", "keys rotated before they are cached: after each call with a "
         "KVCache (3 tokens, then 2), cache.k holds k_proj of every token so far, in the G key/value heads, each rotated "
-        "once, at its own position", weight=0.5)
-def gqa_caches_rotated_keys(student, rng):
+        "once, at its own position", weight=0.5, known=True)
+def gqa_caches_rotated_keys(student, rng, known):
     import torch
-    import torch.nn.functional as F
     dim, heads, kv_heads = 16, 4, 2
     label = f"GroupedQueryAttention{(dim, heads, kv_heads)} with parameters the grader loaded into it"
     module = student.call("GroupedQueryAttention", dim, heads, kv_heads, keep=True, _label=label)
-    state = _drawn(student, rng, module, label)
+    state = _drawn(student, rng, module, label, known=known)
     if "k_proj.weight" not in state:
         raise CheckFailure(f"{label}: its parameters lack k_proj.weight")
-    x = _tensor(rng, (2, 5, dim))
-    # the text's keys, from the module's own k_proj: (B, G, N, d_h), rotated at positions 0 ... N - 1
-    keys = F.linear(x.double(), state["k_proj.weight"].double()).unflatten(-1, (kv_heads, dim // heads)).transpose(1, 2)
-    expected = _rope(keys, torch.arange(x.shape[-2]))
+    x = known.given("x", lambda: _tensor(rng, (2, 5, dim)))
+    # the keys of the text, from the module's own k_proj: (B, G, N, d_h), rotated at positions 0 ... N - 1
+    keys = known.answer("gqa_keys", state["k_proj.weight"], x, heads, kv_heads, rotated=False)
+    expected = known.answer("gqa_keys", state["k_proj.weight"], x, heads, kv_heads, rotated=True)
     cache = student.call("KVCache", keep=True, _label="KVCache()")
     for start, stop in ((0, 3), (3, 5)):
         student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
@@ -248,54 +255,26 @@ def gqa_caches_rotated_keys(student, rng):
             if unrotated else "it holds each key as attention uses it, (B, G, N, d_h), rotated once at its own position"))
 
 
-def _gqa_formula(state, x, heads, kv_heads, label):
-    """GroupedQueryAttention as the text defines it, in float64, from its parameters: causal (bottom-
-    right), RoPE (base 10000) at positions 0 ... N - 1 on the queries and keys, query head h with
-    key/value head h // (H / G), o_proj of the merged heads."""
-    import torch
+def _gqa_answer(known, state, x, heads, kv_heads, label):
+    """GroupedQueryAttention's output on x, as the text defines it, from the module's parameters."""
     needed = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight")
     if any(name not in state for name in needed):
         raise CheckFailure(f"{label}: its parameters lack {', '.join(n for n in needed if n not in state)}")
-    n, dim = x.shape[-2:]
-    d_h = dim // heads
-    # each head's projection, (..., heads, N, d_h), by einsum over the weight's rows taken d_h at a time
-    def project(name, h):
-        return torch.einsum("...nd,hed->...hne", x.double(), state[name].double().view(h, d_h, dim))
-    positions = torch.arange(n)
-    q, k = _rope(project("q_proj.weight", heads), positions), _rope(project("k_proj.weight", kv_heads), positions)
-    v = project("v_proj.weight", kv_heads)
-    k, v = (t.repeat_interleave(heads // kv_heads, dim=-3) for t in (k, v))
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_h)).masked_fill(~causal, -math.inf)
-    heads_out = torch.softmax(scores, dim=-1) @ v
-    return torch.einsum("...hne,dhe->...nd", heads_out, state["o_proj.weight"].double().view(dim, heads, d_h))
+    return known.answer("gqa", {name: state[name] for name in needed}, x, heads, kv_heads)
 
 
 @stated("08-transformer", "DecoderBlock", "with a KVCache: 2 tokens, then 3, give the outputs of the whole sequence fed "
-        "without a cache", weight=0.5)
-def block_cache(student, rng):
+        "without a cache", weight=0.5, known=True)
+def block_cache(student, rng, known):
     # x of about 10: the norms' outputs do not change with x's scale but eps's share does, 100 times
     # smaller; eps, judged by the RMSNorm rule, then cannot fail this rule for some seeds and not others
-    _fed_in_pieces(student, rng, "DecoderBlock", (16, 4, 2, 24), _tensor(rng, (2, 5, 16), scale=10.0), ((0, 2), (2, 5)),
-                   "pass the cache to the attention", lambda module, state, x, label: _block_formula(
-                       student, module, state, x, label))
+    _fed_in_pieces(student, rng, known, "DecoderBlock", (16, 4, 2, 24),
+                   known.given("x", lambda: _tensor(rng, (2, 5, 16), scale=10.0)), ((0, 2), (2, 5)),
+                   "pass the cache to the attention",
+                   lambda module, state, x, label: _block_answers(student, known, module, state, x, label)["text"])
 
 
 # ---- chapter 8: angles in float64, as the texts say -------------------------------------------------
-
-def _rope(x, positions, base=10000.0, pairs="halves"):
-    """RoPE as the text defines it, in float64: feature i rotated with feature i + d_h/2 by the angle
-    position * base^(-2i/d_h); `pairs="neighbours"`: features 2i and 2i + 1 instead (Meta's Llama
-    code), for the evidence of a message."""
-    import torch
-    half = x.shape[-1] // 2
-    angle = _rope_angles(x, positions, base)
-    if pairs == "neighbours":
-        x1, x2 = x[..., 0::2].double(), x[..., 1::2].double()
-        return torch.stack([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], -1).flatten(-2)
-    x1, x2 = x[..., :half].double(), x[..., half:].double()
-    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()], dim=-1)
-
 
 def _rope_angles(x, positions, base=10000.0):
     """(..., N, d_h/2): position * base^(-2i/d_h), in float64."""
@@ -336,16 +315,14 @@ def _within_float32_angles(got, expected, angle, sensitivity):
 
 # Measured with the course's float32 versions (issue 30): position * frequency at 4,096 positions is
 # off by up to 2e-5 (sinusoidal_positions(4096, 8)); at positions up to 100,000, by up to 1e-3 (RoPE).
-@stated("08-transformer", "sinusoidal_positions", "a long sequence, 4,096 positions: angles computed in float64 (in "
-        "float32, position * frequency is off by up to 2e-5 there)", weight=0.5)
-def sinusoidal_long(student, rng):
-    # A known answer (known_answers.py, from the reference): sinusoidal_positions(4096, 8) at the last
-    # 512 positions and every 16th before them; the rule's inputs are its text's, fixed
+@stated("08-transformer", "sinusoidal_positions", "a long sequence, 4,096 positions or a few more: angles computed in "
+        "float64 (in float32, position * frequency is off by up to 2e-5 there)", weight=0.5, known=True)
+def sinusoidal_long(student, rng, known):
     import torch
-    from . import known_answers as known
-    n, dim = known.SINUSOIDAL_N, known.SINUSOIDAL_DIM
-    rows = torch.from_numpy(known.array(known.SINUSOIDAL_ROWS))
-    expected = torch.from_numpy(known.array(known.SINUSOIDAL_VALUES))
+    n, dim = known.given("n", lambda: 4096 + int(rng.integers(0, 64))), 8
+    # the rows checked: the last 512 positions (where float32 angles are off the most), every 16th before
+    rows = torch.cat([torch.arange(0, n - 512, 16), torch.arange(n - 512, n)])
+    expected = known.answer("sinusoidal_rows", n, dim, rows)
     what = f"sinusoidal_positions({n}, {dim})"
     got = student.call("sinusoidal_positions", n, dim)
     got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
@@ -375,11 +352,13 @@ def sinusoidal_long(student, rng):
 
 
 @stated("08-transformer", "apply_rope", "float32 x at positions up to 100,000 (a long context): angles computed in "
-        "float64, then cos and sin converted", weight=0.5)
-def rope_long(student, rng):
+        "float64, then cos and sin converted", weight=0.5, known=True)
+def rope_long(student, rng, known):
     import torch
-    x, positions = _tensor(rng, (2, 6, 16)), torch.from_numpy(rng.integers(0, 100_000, size=6))
-    expected, half = _rope(x, positions), x.shape[-1] // 2
+    x, positions = known.given("x, positions", lambda: (_tensor(rng, (2, 6, 16)),
+                                                       torch.from_numpy(rng.integers(0, 100_000, size=6))))
+    expected, half = known.answer("apply_rope", x.double(), positions), x.shape[-1] // 2
+    neighbours = known.answer("rope_neighbours", x.double(), positions)  # Meta's pairs, for the evidence
     angle = _rope_angles(x, positions).repeat(1, 2)
     moved = (x[..., :half].abs() + x[..., half:].abs()).double().repeat(1, 1, 2)  # |d out / d angle| <= |x1| + |x2|
 
@@ -387,7 +366,7 @@ def rope_long(student, rng):
         if _within_float32_angles(got, expected, angle, moved):
             return ("the differences are what float32 angles give (off by up to 1e-3 at these positions): compute "
                     "position * theta_i in float64, then convert cos and sin to x's dtype")
-        if _close(got, _rope(x, positions, pairs="neighbours"), 1e-2, 1e-2):
+        if _close(got, neighbours, 1e-2, 1e-2):
             return ("it pairs neighbouring features (2i, 2i + 1), as Meta's Llama code does; the text's convention "
                     "(GPT-NeoX's, and transformers') rotates feature i with feature i + d_h/2")
         return ""
@@ -403,26 +382,30 @@ def _expect_block_names(state, label):
         raise CheckFailure(f"{label}: its parameters lack {', '.join(n for n in BLOCK_NAMES if n not in state)}")
 
 
-def _block_formula(student, block, state, x, label, variant="text"):
-    """The block's output on x as the text defines it, from the block's own parameters (`state`) and its
-    own attention, which the student's process runs: x + attention(attn_norm(x)), then that plus
-    down(SiLU(gate(h)) * up(h)) with h its mlp_norm. `variant`, for the evidence of a message: SiLU on
-    the up branch ("silu_on_up"), or the norms' outputs added where their inputs are ("norm_added")."""
+def _block_answers(student, known, block, state, x, label):
+    """{variant: the block's output on x}, from the block's own parameters (`state`) and its own
+    attention, which the student's process runs on attn_norm(x): "text", as the text defines it,
+    and, for the evidence of a message, "silu_on_up" (SiLU on the up branch) and "norm_added" (the
+    norms' outputs added where their inputs are). In `check`, known only where the student's
+    attention gives the reference's output."""
     import torch
-    import torch.nn.functional as F
+    from .known import Unknown
     _expect_block_names(state, label)
-    norm = lambda x, w: w * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)  # noqa: E731
+    normed = known.answer("rms_norm", x, state["attn_norm.weight"])
     attention = student.call(block, "attention", method="get_submodule", keep=True, _label=f"{label}.attention")
-    normed = norm(x, state["attn_norm.weight"])
-    middle = (normed if variant == "norm_added" else x) + torch.as_tensor(np.asarray(
-        student.call(attention, normed, _label=f"{label}.attention")))
-    h = norm(middle, state["mlp_norm.weight"])
-    gate, up = F.linear(h, state["gate_proj.weight"]), F.linear(h, state["up_proj.weight"])
-    mlp = F.linear(gate * F.silu(up) if variant == "silu_on_up" else F.silu(gate) * up, state["down_proj.weight"])
-    return (h if variant == "norm_added" else middle) + mlp
+    attended = torch.as_tensor(np.asarray(student.call(attention, normed.to(x.dtype), _label=f"{label}.attention")))
+    parameters = {name: state[name] for name in BLOCK_NAMES}
+    try:
+        return {variant: known.answer("block", parameters, x, attended, variant=variant)
+                for variant in ("text", "silu_on_up", "norm_added")}
+    except Unknown:
+        raise Unknown(f"{label}, on x {describe(x)}: `check` knows the block's output only where its attention gives "
+                      "the right output, and your block's attention gives another on attn_norm(x) (the rules of "
+                      "GroupedQueryAttention say what differs; `grade` judges the block with your own attention)"
+                      ) from None
 
 
-def _block_evidence(student, block, state, x, got, label):
+def _block_evidence(student, known, block, state, x, got, label, answers):
     """What the block's output shows, or "": its norm not the text's RMSNorm, SiLU on the up branch, or
     the norms' outputs added to the sub-layers' (each said only where the output fits it)."""
     import torch
@@ -431,8 +414,7 @@ def _block_evidence(student, block, state, x, got, label):
         normed = torch.as_tensor(np.asarray(student.call(attn_norm, x, _label=f"{label}.attn_norm")))
     except StudentError:
         normed = None
-    w = state["attn_norm.weight"]
-    if isinstance(normed, torch.Tensor) and not _close(normed, w * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6),
+    if isinstance(normed, torch.Tensor) and not _close(normed, known.answer("rms_norm", x, state["attn_norm.weight"]),
                                                        1e-4, 1e-5):
         return ("its attn_norm, on x, is not weight * x / sqrt(mean(x^2) + eps): the block is judged with the norm "
                 "the text defines (the RMSNorm checks say what differs)")
@@ -440,28 +422,29 @@ def _block_evidence(student, block, state, x, got, label):
                                          "gate branch"),
                           ("norm_added", "it adds each norm's output to its sub-layer's: pre-norm adds the sub-layer's "
                                          "output to the norm's input, x + attention(attn_norm(x))")):
-        if _close(got, _block_formula(student, block, state, x, label, variant), 1e-4, 1e-5):
+        if _close(got, answers[variant], 1e-4, 1e-5):
             return said
     return ""
 
 
 @stated("08-transformer", "DecoderBlock", "the formula of the text, on the block's own parameters and attention: "
-        "x + attention(attn_norm(x)), then that plus down(SiLU(gate(h)) * up(h)) with h its mlp_norm", weight=0.5)
-def block_formula(student, rng):
+        "x + attention(attn_norm(x)), then that plus down(SiLU(gate(h)) * up(h)) with h its mlp_norm", weight=0.5,
+        known=True)
+def block_formula(student, rng, known):
     import torch
     dim, heads, kv_heads, hidden = 8, 2, 1, 12
     label = f"DecoderBlock{(dim, heads, kv_heads, hidden)} with parameters the grader loaded into it"
     block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
-    state = _drawn(student, rng, block, label)
+    state = _drawn(student, rng, block, label, known=known)
     _expect_block_names(state, label)
-    x = _tensor(rng, (2, 4, dim), scale=10.0)  # eps's share 100 times smaller, as in block_cache
-    expected = _block_formula(student, block, state, x, label)
+    x = known.given("x", lambda: _tensor(rng, (2, 4, dim), scale=10.0))  # eps's share 100 times smaller, as in block_cache
+    answers = _block_answers(student, known, block, state, x, label)
+    expected = answers["text"]
     got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
     if not _close(got, expected, 1e-4, 1e-5):
         shown = (f"largest difference {(got - expected).abs().max():.3g}" if got.shape == expected.shape
                  else f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
-        said = _block_evidence(student, block, state, x, got, label) if got.shape == expected.shape else ""
+        said = _block_evidence(student, known, block, state, x, got, label, answers) if got.shape == expected.shape else ""
         raise CheckFailure(f"{label}, on x {describe(x)}: not x + attention(attn_norm(x)), then that plus "
-                           f"down(SiLU(gate(h)) * up(h)) with h its mlp_norm, computed here from the block's own "
-                           f"parameters and attention ({shown}; tolerance rtol=1e-4, atol=1e-5)"
-                           + (f": {said}" if said else ""))
+                           f"down(SiLU(gate(h)) * up(h)) with h its mlp_norm, on the block's own parameters and "
+                           f"attention ({shown}; tolerance rtol=1e-4, atol=1e-5)" + (f": {said}" if said else ""))

@@ -63,19 +63,32 @@ class Property:
     exercise: str
     name: str          # the rule, as the feedback and `check` show it
     weight: float      # in `grade`, its share of the exercise's points, as a check's
-    function: callable  # function(student, rng), student a `Student`
+    function: callable  # function(student, rng), student a `Student`; function(student, rng, known) if `known`
+    known: bool = False  # whether it compares with answers (`known.py`): the reference's, or the stored ones
 
-    def run(self, student):
-        return self.function(student, rng_for(f"{self.assignment}/{self.name}", secret=True))
+    @property
+    def key(self):
+        """The rule's stable name: its function's, not its sentence's."""
+        return f"{self.assignment}/{self.function.__name__}"
+
+    def run(self, student, known=None):
+        """`known`: where the answers come from (`grade` gives the reference); by default the answers
+        stored for `check`."""
+        rng = rng_for(f"{self.assignment}/{self.name}", secret=True)
+        if not self.known:
+            return self.function(student, rng)
+        from .known import Replay
+        return self.function(student, rng, known or Replay(self.key))
 
 
 _PROPERTIES = []
 
 
-def stated(assignment, exercise, name, weight=1.0):
-    """Decorator: `function(student, rng)` checks a rule the text of `exercise` states."""
+def stated(assignment, exercise, name, weight=1.0, known=False):
+    """Decorator: `function(student, rng)` checks a rule the text of `exercise` states;
+    `function(student, rng, known)` with `known`, which compares with answers (`known.py`)."""
     def register(function):
-        _PROPERTIES.append(Property(assignment, exercise, name, weight, function))
+        _PROPERTIES.append(Property(assignment, exercise, name, weight, function, known))
         return function
     return register
 

@@ -1,15 +1,17 @@
 """Every chapter's reference solutions called with tensors on a GPU: which run, which fail.
 
     python benchmarks/cuda_references.py                 (on a machine with a CUDA GPU)
-    python benchmarks/cuda_references.py --device meta   (anywhere: PyTorch's device without data)
+    python benchmarks/cuda_references.py --device emulated   (anywhere: the graders' emulated GPU)
+    python benchmarks/cuda_references.py --device meta       (anywhere: PyTorch's device without data)
 
 Each exercise's reference (the solution cells of solutions/<a>/<a>.ipynb, nothing else) is called
 once or twice on a small input whose tensors, and modules, are on the device; a call "ran" when it
 returned and every tensor it returned is on that device (the course's rule: outputs keep the
 input's device). The table lists every call; the exit status is 1 if one failed. Without CUDA it
-says so and exits 0. On `meta` the calls that need data (`.item()` in a training loop, a seeded
-generator, the Triton kernel) are listed as skipped, and a call that mixes devices raises as it
-would on a GPU (`one_device`); the graders' device checks run the rest on `meta` for every student.
+says so and exits 0. On `emulated` (autograder/sandbox/emulated.py: the CPU's arithmetic, a GPU's
+rules), on which the graders' device checks run every student's code, only a seeded generator and
+the Triton kernel are skipped; on `meta`, the calls that need data (`.item()` in a training loop)
+too. On both, a call that mixes devices raises as it would on a GPU.
 """
 import argparse
 import contextlib
@@ -144,11 +146,15 @@ def calls(assignment, ref, device):
     return []
 
 
+LACKS = {"meta": (".item()", "a generator", "a Triton GPU"), "emulated": ("a generator", "a Triton GPU")}
+
+
 def run(device):
     """[(assignment, exercise, what, result)] for every call; result 'ran', 'skipped: ...' or 'FAILED: ...'."""
     from autograder import assignments
     from autograder.checks.core import tensor_devices
-    from autograder.sandbox.calls import layout, one_device
+    from autograder.sandbox.calls import layout, on, one_device
+    rules = (lambda: one_device()) if device == "meta" else (lambda: on(device))  # noqa: E731 (meta alone lets some through)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for assignment in assignments():
@@ -156,18 +162,19 @@ def run(device):
                 continue  # NumPy only
             try:
                 ref = load(assignment, folder)
-                listed = calls(assignment, ref, device)
+                with rules():  # the inputs are made on the device too
+                    listed = calls(assignment, ref, device)
             except Exception as error:  # noqa: BLE001 (a chapter whose reference cannot even load)
                 rows.append((assignment, "(loading)", "", f"FAILED: {type(error).__name__}: {str(error)[:200]}"))
                 continue
             if not listed:
                 rows.append((assignment, "(none listed)", "", "skipped: add its calls to calls() here"))
             for exercise, what, thunk, needs in listed:
-                if needs and device == "meta":
-                    rows.append((assignment, exercise, what, f"skipped: needs {needs}, which meta has not"))
+                if needs in LACKS.get(device, ()):
+                    rows.append((assignment, exercise, what, f"skipped: needs {needs}, which {device} has not"))
                     continue
                 try:
-                    with one_device() if device == "meta" else contextlib.nullcontext():  # meta alone lets some through
+                    with rules():
                         returned = thunk()
                     wrong = [(where, found) for where, found in tensor_devices(layout(returned)) if found != device]
                     result = "ran" if not wrong else "FAILED: returned " + ", ".join(f"{w} on {d}" for w, d in wrong)
@@ -179,12 +186,12 @@ def run(device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="cuda (the default) or meta")
+    parser.add_argument("--device", default="cuda", help="cuda (the default), emulated or meta")
     device = parser.parse_args().device
     import torch
     if device == "cuda" and not torch.cuda.is_available():
         print("No CUDA device here (torch.cuda.is_available() is False): nothing was run. "
-              "Run this on a machine with a GPU, or with --device meta.")
+              "Run this on a machine with a GPU, or with --device emulated.")
         return 0
     if device == "cuda":
         os.environ["TRITON_INTERPRET"] = "0"  # compile the kernel (chapter 7's first cell would ask for the interpreter)

@@ -57,7 +57,7 @@ def test_a_device_bug_fails_check_and_costs_the_device_points_in_grade(graded, a
     said = {b.title.split(" (")[0]: b for b in blocks[1:]}
     failures = [t for s, t in said[exercise].lines if s == selfcheck.FAIL]
     assert failures and all(t.startswith(f"a rule its text states, {DEVICE_CHECK}") for t in failures), text
-    assert "meta" in failures[0] and "made on the CPU" in failures[0]
+    assert "emulated GPU" in failures[0] and "made on the CPU" in failures[0]
     assert not [e for e, b in said.items() if e != exercise and b.problems], text  # the later ones wait at most
     assert not text.splitlines()[-1].startswith("All"), text
     full = {e.name: e.points for e in exercises(a)}

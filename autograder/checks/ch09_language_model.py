@@ -389,16 +389,22 @@ def trained(student, ref, rng, options, **kwargs):
         expect_close(state.get(name), value.detach(), f"{label}: {name} after training", rtol=1e-4, atol=1e-6)
 
 
+# weight_decay=0.0 in both: the decay and its groups are a stated rule's (autograder/stated/ch09_language_model.py),
+# charged there alone (with a decay here, weight decay on the norms too failed these checks as well)
+
 @check("train", "the recipe, a few steps: losses and final weights (AdamW betas (0.9, 0.95), warm-up and cosine "
-       "schedule, clipping at 1.0, batches from the seeded generator)", weight=1.5)
+       "schedule, clipping at 1.0, batches from the seeded generator), weight_decay=0", weight=1.5)
 def train_recipe(student, ref, rng):
-    trained(student, ref, rng, {}, steps=3, batch_size=3, context=6, max_lr=1e-2, warmup_steps=1)
+    trained(student, ref, rng, {}, steps=3, batch_size=3, context=6, max_lr=1e-2, warmup_steps=1, weight_decay=0.0)
 
 
-@check("train", "weight decay on the matrices only, min_lr, another seed, an untied model")
+@check("train", "min_lr, another seed, an untied model, weight_decay=0")
 def train_options(student, ref, rng):
     trained(student, ref, rng, {"tie_embeddings": False}, steps=2, batch_size=2, context=5, max_lr=3e-2, min_lr=1e-2,
-            weight_decay=0.5, seed=7)
+            weight_decay=0.0, seed=7)
+
+
+stated_checks("train")  # weight decay on the matrices only: autograder/stated/ch09_language_model.py
 
 
 # ---- filter_logits ----------------------------------------------------------------------------

@@ -16,15 +16,16 @@ class InProcessStudent:
             raise RuntimeError("the grader answers no such question now")
         return roundtrip(self.callbacks[name](*roundtrip(list(args))))
 
-    def call(self, target, *args, method=None, keep=False, _time_limit=None, _device=None, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, _device=None, _forbid=None, **kwargs):
         """`target(*args, **kwargs)` (or `target.method(...)`): a plain value, or a Handle to the
-        result if `keep`; with `_device`, run there and described (`StudentNamespace.call`).
-        `_time_limit` (seconds) matters only in the sandbox."""
+        result if `keep`; with `_device`, run there and described; with `_forbid`, failing if it calls
+        a function the exercise's text forbids (`StudentNamespace.call`). `_time_limit` (seconds)
+        matters only in the sandbox."""
         try:
             # the student's code gets copies, as in the sandbox: changing them in place
             # cannot change what the reference is then given
             args, kwargs = roundtrip((list(args), kwargs))
-            result = self.calls.call(target, args, kwargs, method=method, keep=keep, device=_device)
+            result = self.calls.call(target, args, kwargs, method=method, keep=keep, device=_device, forbid=_forbid)
             return result if isinstance(result, Handle) else roundtrip(result)
         except (CallError, WireError) as error:
             raise StudentError(str(error)) from None

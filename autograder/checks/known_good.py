@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from ..sandbox.emulated import NAME as EMULATED
 from ..sandbox.standins import TAG
 
 # The course's own checks need at most 0.6 M numbers sent and 1.7 M made by one call (TinyLM's
@@ -173,8 +174,12 @@ class KnownGood:
             state = {n: t for n, t in state.items() if n in known}
         work = self._measure(what, function, module, args, kwargs, state)
         from ..sandbox.calls import one_device
-        on_meta = any(t.device.type == "meta" for t in _tensors([args, kwargs, state]))
-        with torch.set_grad_enabled(bool(grad)), one_device() if on_meta else _nothing():
+        from ..sandbox.emulated import EmulatedDevice, on_device
+        tensors = list(_tensors([args, kwargs, state]))
+        on_meta = any(t.device.type == "meta" for t in tensors)
+        emulated = any(on_device(t) for t in tensors)  # the student's tensors on the emulated GPU: its rules
+        with torch.set_grad_enabled(bool(grad)), (one_device() if on_meta else EmulatedDevice() if emulated
+                                                  else _nothing()):
             if module is None:
                 value = function(*args, **kwargs)
             else:
@@ -192,7 +197,7 @@ class KnownGood:
             while len(self.graphs) > 1 and (len(self.graphs) > MAX_KEPT or
                                             sum(g[2] for g in self.graphs.values()) > MAX_KEPT_WORK):
                 self.graphs.popitem(last=False)
-        return dict(answer, key=key, outputs=[o.detach() for o in outputs])
+        return dict(answer, key=key, outputs=[self._encode(o.detach()) for o in outputs])
 
     def backward(self, key, grads):
         import torch
@@ -237,6 +242,9 @@ class KnownGood:
             return leaves[int(value["index"])]
         if kind == "meta":
             return torch.empty([int(n) for n in value["shape"]], dtype=_dtype(value["dtype"]), device="meta")
+        if kind == EMULATED:
+            from ..sandbox.emulated import mark
+            return mark(value["value"]) if isinstance(value.get("value"), torch.Tensor) else value["value"]
         if kind == "scalar":
             return value["value"][()]
         if kind == "function":
@@ -257,8 +265,11 @@ class KnownGood:
     def _encode(self, value, outputs=None):
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(value, torch.Tensor):
+            from ..sandbox.emulated import host, on_device
             if value.device.type == "meta":
                 return {TAG: "meta", "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+            if on_device(value) and not (outputs is not None and value.requires_grad):
+                return {TAG: EMULATED, "value": host(value)}
             if outputs is not None and value.requires_grad:
                 outputs.append(value)
                 return {TAG: "output", "index": len(outputs) - 1}

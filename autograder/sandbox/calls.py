@@ -65,16 +65,19 @@ class StudentNamespace:
                 where[key] = before
         self.replaced = []
 
-    def call(self, target, args=(), kwargs=None, method=None, keep=False, device=None):
+    def call(self, target, args=(), kwargs=None, method=None, keep=False, device=None, forbid=None):
         """Plain result of `target(*args, **kwargs)` (or of its `method`); a Handle if `keep`.
-        With `device` ("meta", say), the tensors among the arguments and the kept objects involved
-        are moved to that device first (modules as copies: the kept one stays as it was), and the
-        result comes back as its `layout`: a device without data cannot send values."""
+        With `device` ("emulated", the emulated accelerator of the device rule, or "cpu"), the
+        tensors among the arguments and the kept objects involved are moved to that device first
+        (modules as copies: the kept one stays as it was), and the result comes back as its
+        `layout`: where its tensors are, not their values."""
+        if forbid:  # the functions the exercise's text forbids fail the call (`Forbidden`)
+            return Forbidden(forbid, self.namespace).run(lambda: self.call(target, args, kwargs, method, keep, device))
         function = self._resolve(target, method, device)
         args = [self._unwrap(a, device) for a in args]
         kwargs = {k: self._unwrap(v, device) for k, v in (kwargs or {}).items()}
         try:
-            with one_device() if device is not None else contextlib.nullcontext():
+            with on(device):
                 result = function(*args, **kwargs)
         except Exception as error:
             raise CallError(describe_exception(error)) from None
@@ -116,12 +119,21 @@ class StudentNamespace:
 _MISSING = object()
 
 
+def on(device):
+    """The context a call on `device` runs in: the emulated accelerator's rules, or none."""
+    from . import emulated
+    return emulated.EmulatedDevice() if device == emulated.NAME else contextlib.nullcontext()
+
+
 def to_device(value, device):
     """`value` with its tensors on `device`: tensors moved, a module copied and moved (nn.Module's
     `.to` moves in place), lists, tuples and dicts item by item, anything else as it is."""
+    from . import emulated
     torch = sys.modules.get("torch")
     if torch is None:
         return value
+    if device == emulated.NAME:
+        return emulated.to_device(value)
     if isinstance(value, torch.Tensor):
         return value.to(device)
     if isinstance(value, torch.nn.Module):
@@ -135,7 +147,8 @@ def to_device(value, device):
 
 def one_device():
     """A context in which a torch call that mixes tensors of two devices raises, as it would on a
-    GPU: the meta device lets some through (the CPU indices of an embedding or an index_select).
+    GPU: the meta device (on which the grader measures a call's work) lets some through (the CPU
+    indices of an embedding or an index_select).
     As on a GPU, a number (a 0-dim CPU tensor) goes with any device, and indexing, copies and
     moves are not calls that mix."""
     import torch
@@ -164,7 +177,8 @@ def layout(value, _depth=0):
         raise WireError("the value is nested too deeply")
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
-        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."), "device": value.device.type}
+        from .emulated import device_type
+        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."), "device": device_type(value)}
     if torch is not None and isinstance(value, torch.nn.Module):
         named = [*value.named_parameters(), *value.named_buffers()]
         return {"module": {str(name): layout(t, _depth + 1) for name, t in named[:10_000]}}
@@ -197,3 +211,120 @@ def describe_exception(error):
                     "and refuses memfd_create and System V shared memory)")
     kind = str(type(error).__name__)[:100]  # a class name can be megabytes long
     return f"{kind}: {message}{where}" if message else f"{kind}{where}"
+
+
+# ---- the functions an exercise's text forbids -------------------------------------------------
+
+class ForbiddenFunction(RuntimeError):
+    """The student's code called a function that the exercise's text forbids."""
+
+
+class Forbidden:
+    """One call during which the functions an exercise's text forbids fail. `forbid`:
+    {"functions": {where the function lives ("torch.nn.functional.cross_entropy",
+    "torch.Tensor.log_softmax"): how the message names it}, "why": what the text asks instead}.
+    Each is replaced where it lives (its module, or torch.Tensor for a method) and wherever the
+    notebook's globals bind it (`from torch.nn.functional import cross_entropy`), by a function that
+    raises `ForbiddenFunction`, naming it, the student's line and `why`; all is put back after the
+    call, however it ends. The call fails if it reached one, even where the student's code caught the
+    error. What this catches is an honest use, a module that calls one included (nn.CrossEntropyLoss
+    calls torch.nn.functional.cross_entropy); code that hides a function from it (a default
+    argument, a closure, torch's private names) is not caught, and cannot harm the grader: this runs
+    in the student's process, and only the call's error comes back."""
+
+    def __init__(self, forbid, namespace):
+        functions, why = (forbid.get("functions"), forbid.get("why", "")) if isinstance(forbid, dict) else (None, None)
+        if not (isinstance(functions, dict) and isinstance(why, str)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in functions.items())):
+            raise CallError("the grader sent a malformed list of forbidden functions (tell your instructor)")
+        self.functions, self.why, self.namespace = functions, why, namespace
+        self.hits = []       # the messages of the forbidden calls made, in order
+        self.replaced = []   # [(owner, name, whether the owner held it itself, its value)], to put back
+        self.active = False
+
+    def run(self, call):
+        """`call()`'s value, unless it reached a forbidden function (CallError, naming the first)."""
+        try:
+            self._install()
+            try:
+                value = call()
+            except CallError:
+                if not self.hits:
+                    raise
+        finally:
+            self._restore()
+        if self.hits:
+            raise CallError(self.hits[0])
+        return value
+
+    def _guard(self, original, shown):
+        def forbidden(*args, **kwargs):
+            if not self.active:  # left in place by a restore that was interrupted: the function itself
+                return original(*args, **kwargs)
+            message = f"your code called {shown}, which this exercise's text forbids" + (f": {self.why}" if self.why else "")
+            self.hits.append(f"{ForbiddenFunction.__name__}: {message}{_student_line()}")
+            raise ForbiddenFunction(message)
+        forbidden.__forbidden_original__ = original
+        return forbidden
+
+    def _install(self):
+        guards = {}  # id of a function: its guard (one function may live under two names)
+        for dotted, shown in self.functions.items():
+            try:
+                owner, name = _owner(dotted)
+                current = getattr(owner, name, None) if owner is not None else None
+                if current is None:  # its module is not loaded: the notebook cannot have called it
+                    continue
+                original = getattr(current, "__forbidden_original__", current)
+                guards.setdefault(id(original), (original, self._guard(original, shown)))
+                self._set(owner, name, guards[id(original)][1])
+            except Exception:  # noqa: BLE001 (an owner the student's code made odd: not caught there)
+                continue
+        for key, value in list(self.namespace.items()):
+            found = guards.get(id(value))
+            if found is not None and found[0] is value:
+                self.replaced.append((self.namespace, key, None, value))
+                self.namespace[key] = found[1]
+        self.active = True
+
+    def _set(self, owner, name, value):
+        held = name in vars(owner)  # torch.Tensor inherits its methods: put back means removed
+        self.replaced.append((owner, name, held, vars(owner)[name] if held else None))
+        setattr(owner, name, value)
+
+    def _restore(self):
+        self.active = False
+        for owner, name, held, before in reversed(self.replaced):
+            try:
+                if owner is self.namespace:
+                    if getattr(owner.get(name), "__forbidden_original__", None) is before:
+                        owner[name] = before
+                elif held:
+                    setattr(owner, name, before)
+                else:
+                    delattr(owner, name)
+            except Exception:  # noqa: BLE001 (the student's code changed the owner; its guard passes calls on)
+                pass
+        self.replaced = []
+
+
+def _owner(dotted):
+    """(the object that holds the last name of `dotted`, that name): the modules already loaded, then
+    attributes ("torch.Tensor"); (None, None) when there is none."""
+    parts = dotted.split(".")
+    owner = sys.modules.get(parts[0])
+    for i in range(1, len(parts) - 1):
+        if owner is None:
+            break
+        owner = sys.modules.get(".".join(parts[:i + 1])) or getattr(owner, parts[i], None)
+    return (owner, parts[-1]) if owner is not None else (None, None)
+
+
+def _student_line():
+    """` (in function, code cell N, line L)`: the student's line that is running, as `describe_exception` says it."""
+    frames = [f for f in traceback.extract_stack() if f.filename.startswith("<cell")]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    inside = f"in {frame.name[:100]}, " if frame.name != "<module>" else ""
+    return f" ({inside}code {frame.filename[1:-1]}, line {frame.lineno})"

@@ -33,7 +33,7 @@ from . import SANDBOX_HOME, seccomp
 
 STAGED_MODULES = ["__init__.py", "wire.py", "sandbox/__init__.py", "sandbox/calls.py", "sandbox/procfs.py",
                   "sandbox/worker.py", "sandbox/zygote.py", "sandbox/start.py", "sandbox/walls.py", "sandbox/standins.py",
-                  "sandbox/probes.py", "sandbox/seccomp.py"]
+                  "sandbox/probes.py", "sandbox/seccomp.py", "sandbox/emulated.py"]
 STAGE_MOUNT = "/grader"
 NOBODY = 65534  # the host identity of student code when the grader is root
 # Files open at once in one student's process. The kernel's buffers behind them lie outside

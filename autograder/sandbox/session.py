@@ -61,10 +61,10 @@ class SandboxedStudent:
 
     # -- the interface the checks use -------------------------------------------------------
 
-    def call(self, target, *args, method=None, keep=False, _time_limit=None, _device=None, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, _device=None, _forbid=None, **kwargs):
         seconds = _time_limit or self.limits.call_seconds
         request = {"op": "call", "target": target, "args": list(args), "kwargs": kwargs,
-                   "method": method, "keep": keep, "seconds": float(seconds), "device": _device}
+                   "method": method, "keep": keep, "seconds": float(seconds), "device": _device, "forbid": _forbid}
         name = "a method of your object" if not isinstance(target, str) else target
         return self._request(request, f"calling {name}", seconds)
 

@@ -10,7 +10,9 @@ This file holds no line of a solution: only the calling convention.
 """
 import sys
 
-TAG = "__known_good__"   # marks the values that are not plain data (meta tensors, objects, stand-ins)
+from .emulated import NAME as EMULATED, host, mark, on_device
+
+TAG = "__known_good__"   # marks the values that are not plain data (meta or emulated tensors, objects, stand-ins)
 
 
 class StandIns:
@@ -124,6 +126,8 @@ class StandIns:
                     differentiable.append(value)
                     index = len(differentiable) - 1
                 return {TAG: "differentiable", "index": index}
+            if on_device(value):  # on the emulated GPU: its values, and where they are
+                return {TAG: EMULATED, "value": host(value)}
             if value.device.type == "meta":
                 return {TAG: "meta", "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
             return value.detach()
@@ -153,6 +157,8 @@ class StandIns:
             kind = value[TAG]
             if kind == "meta":
                 return torch.empty(value["shape"], dtype=getattr(torch, value["dtype"]), device="meta")
+            if kind == EMULATED:
+                return mark(value["value"])
             if kind == "scalar":
                 return value["value"][()]
             if kind == "function":
@@ -180,7 +186,7 @@ class _Call:
         torch = sys.modules.get("torch")
         devices = {t.device for t in self.tensors((args, kwargs, state))} if torch is not None else set()
         self.device = devices.pop() if len(devices) == 1 else None
-        if self.device is not None and self.device.type in ("cpu", "meta"):
+        if self.device is not None and self.device.type in ("cpu", "meta", EMULATED):  # the answer says where
             self.device = None
         self.template = None
 

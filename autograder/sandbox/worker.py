@@ -119,7 +119,7 @@ def serve(channel_in, channel_out):
                 if request["op"] == "call":
                     reply = {"value": calls.call(request["target"], request["args"], request["kwargs"],
                                                  method=request["method"], keep=request["keep"],
-                                                 device=request.get("device"))}
+                                                 device=request.get("device"), forbid=request.get("forbid"))}
                 elif request["op"] == "known_good":
                     calls.use_known_good(request["spec"], request["probes"])
                     reply = {"value": None}

@@ -16,14 +16,19 @@ class Student:
         self.process = process
         self.names = {}  # Handle ident: what the object is, for messages
 
-    def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, _device=None, **kwargs):
+    def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, _device=None, _forbid=None,
+             **kwargs):
         """`_label` says what the call makes (with `keep`) or what it is (a call of a function by
-        name), in the words of the messages; `_device`: run it with its tensors there."""
+        name), in the words of the messages; `_device`: run it with its tensors there; `_forbid`: the
+        functions the exercise's text forbids, which fail the call ({"functions": {where it lives: its
+        name in the message}, "why": what to do instead}, `sandbox.calls.Forbidden`)."""
         what = self.called(target, method, args, kwargs, _label)
         if method == "load_state_dict" and len(args) == 1 and isinstance(args[0], dict) and not kwargs and not keep:
             return self._load(target, args[0], what, _time_limit)
         if _device is not None:
             kwargs["_device"] = _device
+        if _forbid is not None:
+            kwargs["_forbid"] = _forbid
         try:
             value = self.process.call(target, *args, method=method, keep=keep, _time_limit=_time_limit, **kwargs)
         except StudentError as error:

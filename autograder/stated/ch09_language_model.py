@@ -80,6 +80,17 @@ def llama_2_7b(student, rng):
 
 # ---- cross_entropy: F.cross_entropy ---------------------------------------------------------------------
 
+# what the text forbids, where each lives (nn.CrossEntropyLoss, nn.NLLLoss and nn.LogSoftmax call the first three;
+# F.log_softmax calls Tensor.log_softmax, but its own name is met first); `sandbox.calls.Forbidden` runs it
+LOSS_FORBIDDEN = {
+    "functions": {"torch.nn.functional.cross_entropy": "F.cross_entropy (itself, or through nn.CrossEntropyLoss)",
+                  "torch.nn.functional.nll_loss": "F.nll_loss (itself, or through nn.NLLLoss)",
+                  "torch.nn.functional.log_softmax": "F.log_softmax (itself, or through nn.LogSoftmax)",
+                  "torch.log_softmax": "torch.log_softmax",
+                  "torch.Tensor.log_softmax": "Tensor.log_softmax (logits.log_softmax(...))"},
+    "why": "write the loss yourself, by log-sum-exp: torch.logsumexp(logits, dim=-1) minus the target's logit "
+           "(gather), averaged over the targets that are not ignore_index"}
+
 def _loss_inputs(rng):
     import torch
     targets = torch.from_numpy(rng.integers(0, 9, size=(3, 4)))
@@ -92,14 +103,15 @@ def _loss_inputs(rng):
 
 
 @stated(ASSIGNMENT, "cross_entropy", "equals F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), "
-        "ignore_index): (B, N, V), ignored targets, logits of +-1e4 (log-sum-exp), float64 kept", weight=0.5)
+        "ignore_index): (B, N, V), ignored targets, logits of +-1e4 (log-sum-exp), float64 kept; written without "
+        "F.cross_entropy, F.nll_loss, F.log_softmax, torch.log_softmax or Tensor.log_softmax", weight=0.5)
 def loss_is_torchs(student, rng):
     import torch
     import torch.nn.functional as F
     for logits, targets, ignore in _loss_inputs(rng):
         what = f"cross_entropy(logits {describe(logits)}, targets {describe(targets)}, ignore_index={ignore})"
         expected = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore)
-        got = student.call("cross_entropy", logits, targets, ignore)
+        got = student.call("cross_entropy", logits, targets, ignore, _forbid=LOSS_FORBIDDEN)
         got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
         # logsumexp(logits) - logits[target] of float32 logits of 1e4 is off by their rounding, ~1e-3: two
         # roundings of the largest logit (measured: 3e-4 on 2 seeds of 40, where 1e-6 failed the reference)
@@ -162,9 +174,22 @@ def _linear_with_gradients(student, rng, state, x, label):
             for n in names], names
 
 
+# what the text forbids: PyTorch's clipping, and its two halves (torch.nn.utils.clip_grad_norm (deprecated) calls
+# the first, under its module's name)
+CLIP_FORBIDDEN = {
+    "functions": {"torch.nn.utils.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
+                  "torch.nn.utils.clip_grad.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
+                  "torch.nn.utils.get_total_norm": "torch.nn.utils.get_total_norm",
+                  "torch.nn.utils.clip_grads_with_norm_": "torch.nn.utils.clip_grads_with_norm_"},
+    "why": "write the clipping yourself: the total norm sqrt(sum of each gradient's squared norm) "
+           "(torch.linalg.vector_norm), then every gradient multiplied in place by max_norm / (norm + 1e-6) when "
+           "that is below one"}
+
+
 @stated(ASSIGNMENT, "cosine_lr", "clip_grad_norm_ equals torch.nn.utils.clip_grad_norm_: the total norm returned "
         "before clipping, every gradient scaled in place by max_norm / (norm + 1e-6) when the norm is larger, "
-        "parameters without a gradient skipped")
+        "parameters without a gradient skipped; written without torch.nn.utils.clip_grad_norm_, get_total_norm or "
+        "clip_grads_with_norm_")
 def clip_is_torchs(student, rng):
     import torch
     for max_norm, scale in ((0.5, 1.0), (1e3, 1.0), (1.0, 0.01)):
@@ -185,7 +210,7 @@ def clip_is_torchs(student, rng):
         mine[1].grad = None
         expected = torch.nn.utils.clip_grad_norm_(mine, max_norm)
         what = f"{label} with the gradients of two nn.Linear layers (0.bias without one)"
-        got = student.call("clip_grad_norm_", handles, max_norm, _label=what)
+        got = student.call("clip_grad_norm_", handles, max_norm, _label=what, _forbid=CLIP_FORBIDDEN)
         got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor, float)) else got
         if not (isinstance(got, torch.Tensor) and got.shape == () and _close(got, expected, 1e-5, 1e-7)):
             raise CheckFailure(f"{what} returned {describe(got)}, expected the total norm before clipping, a "
@@ -206,13 +231,80 @@ def clip_is_torchs(student, rng):
                                       "they were"))
 
 
+# ---- train: weight decay on the matrices only -------------------------------------------------------------
+# One step from weights in which one feature of the model is silent: its embedding column and the rows of
+# o_proj and down_proj that write it are zero, so it is zero everywhere in the residual stream. The weights that
+# read it (that entry of every norm, that column of q_, k_, v_, gate_ and up_proj) then get an exact zero
+# gradient, which moves no optimiser: only weight decay moves them. min_lr = max_lr: the step's learning rate is
+# max_lr whatever the schedule does, so that a bug of the schedule or of the optimiser's other settings (the
+# hidden checks' business) cannot fail this rule.
+
+TRAIN_LM = (20, 16, 2, 4, 2, 24)  # vocab_size, dim, num_layers, num_heads, num_kv_heads, hidden_dim (tied)
+READERS = ("attention.q_proj.weight", "attention.k_proj.weight", "attention.v_proj.weight", "gate_proj.weight",
+           "up_proj.weight")
+
+
+@stated(ASSIGNMENT, "train", "weight decay on the matrices only: one step of AdamW's decay, p <- p (1 - lr "
+        "weight_decay), on the parameters of two or more dimensions, none on the norms' weights (seen on the "
+        "weights that get no gradient)")
+def decay_on_matrices(student, rng):
+    import torch
+    shapes = _lm_shapes(*TRAIN_LM)
+    state = {n: (torch.from_numpy(rng.uniform(0.5, 1.5, s)).float() if len(s) == 1 else _tensor(rng, s, scale=0.3))
+             for n, s in shapes.items()}
+    silent = int(rng.integers(0, TRAIN_LM[1]))
+    state["embed.weight"][:, silent] = 0.0
+    state["lm_head.weight"] = state["embed.weight"]  # tied
+    for i in range(TRAIN_LM[2]):
+        state[f"layers.{i}.attention.o_proj.weight"][silent] = 0.0
+        state[f"layers.{i}.down_proj.weight"][silent] = 0.0
+    data = torch.from_numpy(rng.integers(0, TRAIN_LM[0], size=40))
+    lr, weight_decay, seed = 0.1, 0.5, int(rng.integers(0, 1000))
+    label = f"LlamaLM{TRAIN_LM} holding the rule's weights (feature {silent} silent: zero everywhere)"
+    model = student.call("LlamaLM", *TRAIN_LM, keep=True, _label=label)
+    student.call(model, state, method="load_state_dict", _label=label)
+    what = (f"train(model, data {describe(data)}, steps=1, batch_size=2, context=6, max_lr={lr}, min_lr={lr}, "
+            f"weight_decay={weight_decay}, seed={seed}), model a {label}")
+    student.call("train", model, data, 1, 2, 6, lr, min_lr=lr, weight_decay=weight_decay, seed=seed, _label=what)
+    after = student.call(model, method="state_dict", _label=f"{what}: model.state_dict()")
+    if not isinstance(after, dict):
+        raise CheckFailure(f"{what}: model.state_dict() returned {describe(after)}, not a dict of tensors")
+    silent_parameters = [(n, (slice(silent, silent + 1),)) for n in shapes if n.endswith("norm.weight")] + [
+        (f"layers.{i}.{name}", (slice(None), silent)) for i in range(TRAIN_LM[2]) for name in READERS]
+    for name, where in silent_parameters:
+        before = state[name][where].double()
+        matrix = len(shapes[name]) >= 2
+        expected = before * (1 - lr * weight_decay) if matrix else before
+        got = after.get(name)
+        got = torch.as_tensor(np.asarray(got)).double() if isinstance(got, (np.ndarray, torch.Tensor)) else got
+        if not (isinstance(got, torch.Tensor) and tuple(got.shape) == shapes[name]):
+            raise CheckFailure(f"{what}: afterwards model.state_dict()[{name!r}] is {describe(got)}, expected a "
+                               f"tensor of shape {shapes[name]}")
+        got = got[where]
+        close = np.isclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
+        if close.all():
+            continue
+        k = int(np.argmin(close))
+        shown = f"{name}[{silent}]" if not matrix else f"{name}[{k}, {silent}]"
+        told = (f"{shown} reads feature {silent}, which is zero everywhere, so its gradient is zero and only weight "
+                f"decay can move it: it went from {before[k].item():.6g} to {got[k].item():.6g}, expected ")
+        if matrix:
+            raise CheckFailure(f"{what}: {told}{expected[k].item():.6g}, its value times 1 - lr * weight_decay = "
+                               f"{1 - lr * weight_decay:g}: the parameters of two or more dimensions take "
+                               "`weight_decay` in AdamW's own decay (its parameter group's \"weight_decay\"; Adam's "
+                               "weight_decay, added to the gradient, is another thing)")
+        raise CheckFailure(f"{what}: {told}it to stay {before[k].item():.6g}: the parameters of fewer than two "
+                           "dimensions (the norms' weights) take weight decay 0, in a second parameter group whose "
+                           "\"weight_decay\" is 0.0 (a group that does not say gets AdamW's default, 0.01)")
+
+
 # ---- the device rule --------------------------------------------------------------------------------------
 # count_parameters and train_flops_per_token take sizes; cosine_lr is a number; init_weights_ and
 # clip_grad_norm_ change tensors where they are; train reads each loss with .item(), which a device
 # without data cannot answer; lm_from_llama copies a model that lives on the CPU (its text says so).
 
 def _device_cases():
-    from .device import Fresh, device_rule, on
+    from .device import DEVICE_CHECK, Fresh, device_rule, on
 
     def tokens(rng, vocab, shape):
         import torch
@@ -245,12 +337,10 @@ def _device_cases():
         model = make("LlamaLM", 24, 16, 2, 4, 2, 24, scale=0.8)
         return [[on("generate", model, [tokens(rng, 24, (n,)) for n in (4, 2, 3)], 3)]]
 
-    device_rule(ASSIGNMENT, "LlamaLM", lm_cases, "keeps the input's device: run on PyTorch's meta device (as on a "
-                "GPU), no tensor is made on the CPU, with a padding mask and caches too")
+    device_rule(ASSIGNMENT, "LlamaLM", lm_cases, DEVICE_CHECK + ", with a padding mask and caches too")
     device_rule(ASSIGNMENT, "cross_entropy", loss_cases)
     device_rule(ASSIGNMENT, "filter_logits", filter_cases)
-    device_rule(ASSIGNMENT, "generate", generate_cases, "keeps the input's device: run on PyTorch's meta device (as on "
-                "a GPU), no tensor is made on the CPU (greedy)")
+    device_rule(ASSIGNMENT, "generate", generate_cases, DEVICE_CHECK + " (greedy)")
 
 
 _device_cases()

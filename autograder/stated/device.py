@@ -2,13 +2,14 @@
 a call computes there and returns its tensors there.
 
 `check` and `grade` run it alike, on the same cases, without the reference: each exercise's cases
-(below, by chapter) are run twice by the student's own code, with every tensor and module on
-PyTorch's `meta` device, then on the CPU. `meta` tensors have shapes and no data, so no GPU is
-needed, and, as on a GPU, a tensor made on the CPU cannot meet them (`sandbox.calls.one_device`
-enforces it where meta itself would not). The call on meta must run, return its tensors all on
-meta, and return what the same call returns on the CPU (the same tensors' shapes and dtypes, the
-same structure). `grade` adds, out of sight, that the same calls on the CPU give the reference's
-values (`checks.core.device_checks`): the device's points go with a correct result.
+(below, by chapter) are run twice by the student's own code, on the CPU, then with every tensor
+and module on an emulated accelerator (`sandbox/emulated.py`: the CPU's arithmetic, with values,
+and a GPU's rules: a tensor made on the CPU cannot meet its tensors, `.numpy()` refuses them;
+`.item()`, boolean masks and `nonzero` work as on a GPU). No GPU is needed. The call on the
+device must run, return its tensors all on the device, and return what the same call returns on
+the CPU (the same tensors' shapes and dtypes, the same structure). `grade` adds, out of sight,
+that the same calls on the CPU give the reference's values (`checks.core.device_checks`): the
+device's points go with a correct result.
 
 A rule's cases: `cases(make, rng)` returns sequences of calls (`on(...)`), each sequence run in
 order with fresh objects (`Fresh("KVCache")`: a new cache per run, shared by the calls of the
@@ -19,19 +20,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..sandbox.emulated import NAME as DEVICE
 from .calling import StudentError, called, describe, _tensor
 from .register import CheckFailure, rng_for
 
 DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
                "torch.arange(n, device=x.device), mask.to(x.device)) and move a module you build with "
                ".to(device=..., dtype=...)")
-DEVICE_CHECK = "keeps the input's device: run on PyTorch's meta device (as on a GPU), no tensor is made on the CPU"
-NO_DATA = ("cannot be called on meta tensors", "nonzero")  # .item(), bool(), x[mask]: fine on a GPU, not on meta
-NO_DATA_HINT = ("PyTorch's meta device has no data, and the rule runs this call there: compute without reading "
-                "a tensor's values in Python (.item(), float(), int(), bool(), if on a tensor, x[mask] with a boolean "
-                "mask); torch.where, masked_fill and comparisons keep the work on the tensors' device")
-COPIED = ("Cannot copy out of meta", "to numpy")
-MIXED = ("same device", "devices", "expected device", "device cpu")  # one_device's errors, and torch's own
+DEVICE_CHECK = ("keeps the input's device: run on an emulated GPU (the CPU's arithmetic, a GPU's rules), no tensor "
+                "is made on the CPU")
+ON_DEVICE = "with its inputs on the emulated GPU (device 'emulated': the CPU's arithmetic, a GPU's rules)"
+COPIED = ("to numpy",)
+MIXED = ("same device", "devices", "expected device", "device cpu")  # the emulated device's errors, and torch's own
 
 
 @dataclass
@@ -105,23 +105,23 @@ class DeviceRule:
     cases: callable  # cases(make, rng) -> [[On]]
 
     def run(self, student, rng=None, env=OwnCode()):
-        """Each sequence of `cases` on the CPU, then on meta (fresh objects each time), compared call
+        """Each sequence of `cases` on the CPU, then on the emulated GPU (fresh objects each time), compared call
         by call (the CPU first: a call that fails there too tells nothing of devices); then
         `env.values` (`grade`: the reference's values on the CPU). `rng`: the run seed's, as `check`
         draws it, unless `grade` gives its own."""
         rng = rng if rng is not None else rng_for(f"{self.assignment}/{self.exercise}/{self.name}", secret=True)
         for sequence in self.cases(Maker(student, rng, env), rng):
             on_cpu = _run(student, sequence, "cpu")
-            on_meta = _run(student, sequence, "meta")
-            for run, meta, cpu in zip(sequence, on_meta, on_cpu):
-                what = f"{run.what()} with its inputs on the `meta` device"
-                if not tensor_devices(meta):  # None, a number: nothing was seen to keep the device
-                    raise CheckFailure(f"{what} returned no tensor ({describe_layout(meta)}): it should return "
+            on_device = _run(student, sequence, DEVICE)
+            for run, there, cpu in zip(sequence, on_device, on_cpu):
+                what = f"{run.what()} {ON_DEVICE}"
+                if not tensor_devices(there):  # None, a number: nothing was seen to keep the device
+                    raise CheckFailure(f"{what} returned no tensor ({describe_layout(there)}): it should return "
                                        "its result's tensors, on the inputs' device")
-                for where, found in tensor_devices(meta):
-                    if found != "meta":
+                for where, found in tensor_devices(there):
+                    if found != DEVICE:
                         raise CheckFailure(f"{what} returned {where} on the {found}: {DEVICE_RULE}")
-                expect_layout(meta, cpu, what, against="the same call on the CPU")
+                expect_layout(there, cpu, what, against="the same call on the CPU")
             env.values(student, rng, sequence)
 
 
@@ -170,22 +170,17 @@ def _run(student, sequence, device):
             layouts.append(student.call(target, *resolve(run.args), _device=device, _label=label, **run.kwargs))
         except StudentError as error:
             if device == "cpu":
-                raise CheckFailure(f"{error}, on the CPU: the device rule compares a call on the `meta` device with "
+                raise CheckFailure(f"{error}, on the CPU: the device rule compares a call on the emulated GPU with "
                                    "the same call on the CPU, which must run") from None
-            if any(text in str(error) for text in NO_DATA):
-                raise CheckFailure(f"{error}. With its inputs on PyTorch's `meta` device (it stands in for a GPU), "
-                                   f"this call read a tensor's data, on the line named: {NO_DATA_HINT}") from None
             if any(t in str(error) for t in COPIED):
-                happened = ("copied a tensor to the CPU (.cpu(), .numpy(), .tolist(), or copy_ or load_state_dict into "
-                            "a tensor made on the CPU), on the line named: ")
+                happened = "converted a tensor of the device to NumPy (.numpy(): copy it with .cpu() first, or keep the work in torch), on the line named: "
             elif any(t in str(error) for t in MIXED):
                 happened = "met a tensor made on the CPU, on the line named: "
             else:  # no sign of a device in the error: say only where it happened (a hint needs its evidence)
-                raise CheckFailure(f"{error}. That is with its inputs on PyTorch's `meta` device (it stands in for a "
-                                   "GPU), where the same call on the CPU ran: look at what differs between the two "
-                                   f"on the line named. {DEVICE_RULE}") from None
-            raise CheckFailure(f"{error}. With its inputs on PyTorch's `meta` device (it stands in for a GPU), this "
-                               f"call {happened}{DEVICE_RULE}") from None
+                raise CheckFailure(f"{error}. That is {ON_DEVICE}, where the same call on the CPU ran: look at what "
+                                   f"differs between the two on the line named. {DEVICE_RULE}") from None
+            raise CheckFailure(f"{error}. {ON_DEVICE[0].upper()}{ON_DEVICE[1:]}, this call {happened}{DEVICE_RULE}"
+                               ) from None
     return layouts
 
 

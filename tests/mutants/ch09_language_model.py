@@ -247,6 +247,21 @@ WRONG = {
                                              "torch.log(torch.exp(logits).sum(dim=-1))"),
         "in_float32": _edit(CROSS_ENTROPY, "logits, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)",
                             "logits, targets = logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1)"),
+        # the right values, by the functions the text forbids (issue 37 §9): only the stated rule that names them fails
+        "pytorchs_cross_entropy": """
+def cross_entropy(logits, targets, ignore_index=-100):
+    \"\"\"PyTorch's own loss, on the flattened positions.\"\"\"
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index)
+""",
+        "log_softmax_method": """
+def cross_entropy(logits, targets, ignore_index=-100):
+    \"\"\"log_softmax as a method, then the target's entry of the rows kept.\"\"\"
+    log_probs = logits.reshape(-1, logits.shape[-1]).log_softmax(dim=-1)
+    targets = targets.reshape(-1)
+    kept = targets != ignore_index
+    picked = log_probs.gather(-1, torch.where(kept, targets, 0)[:, None])[:, 0]
+    return -torch.where(kept, picked, 0.0).sum() / kept.sum()
+""",
     },
     "cosine_lr": {
         "warm_up_one_step_ahead": _edit(COSINE_LR, "return max_lr * step / warmup_steps",
@@ -259,11 +274,19 @@ WRONG = {
         g.mul_(torch.clamp(max_norm / (torch.linalg.vector_norm(g) + 1e-6), max=1.0))"""),
         "returns_the_norm_after_clipping": _edit(COSINE_LR, "        g.mul_(scale.to(g.dtype))\n    return total",
                                                  "        g.mul_(scale.to(g.dtype))\n    return total * scale"),
+        "pytorchs_clipping": _edit(COSINE_LR, """    grads = [p.grad for p in parameters if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale.to(g.dtype))
+    return total""", """    return torch.nn.utils.clip_grad_norm_(parameters, max_norm)"""),
     },
     "train": {
         "weight_decay_on_the_norms_too": _edit(TRAIN, """    optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": weight_decay},
                                    {"params": others, "weight_decay": 0.0}], lr=max_lr, betas=(0.9, 0.95))""",
                                                """    optimizer = torch.optim.AdamW(model.parameters(), lr=max_lr, betas=(0.9, 0.95), weight_decay=weight_decay)"""),
+        # the norms' group without its "weight_decay": AdamW's default, 0.01, decays them, whatever weight_decay says
+        "norms_group_without_its_decay": _edit(TRAIN, """{"params": others, "weight_decay": 0.0}""", """{"params": others}"""),
         "adams_default_betas": _edit(TRAIN, "lr=max_lr, betas=(0.9, 0.95))", "lr=max_lr)"),
         "no_clipping": _edit(TRAIN, "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", ""),
         "gradients_never_zeroed": _edit(TRAIN, "        optimizer.zero_grad()\n", ""),
@@ -299,8 +322,9 @@ WRONG = {
             logits = model(chosen, positions, real[:, None, None, :], caches)[:, -1]""", """            positions = torch.cat([positions, positions[:, -1:] + 1], dim=1)
             tokens = torch.cat([tokens, chosen], dim=1)
             logits = model(tokens, positions, real[:, None, None, :])[:, -1]"""),
-        "positions_made_on_the_cpu": _edit(GENERATE, "positions = (torch.arange(longest, device=device) - pads[:, None]).clamp(min=0)",
-                                           "positions = (torch.arange(longest) - pads[:, None].cpu()).clamp(min=0).to(device)"),
+        # positions made on the CPU are no device bug here: the given model's RoPE moves them (as_tensor)
+        "padding_made_on_the_cpu": _edit(GENERATE, "torch.zeros(longest - len(p), dtype=torch.long, device=device)",
+                                         "torch.zeros(longest - len(p), dtype=torch.long)"),
     },
 }
 

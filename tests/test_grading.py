@@ -85,10 +85,17 @@ def submissions(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def autograder_points(submissions, tmp_path_factory):
-    """{(student, assignment): {exercise: score}} from `python -m autograder grade`."""
+def autograder_out(submissions, tmp_path_factory):
+    """The output folder of `python -m autograder grade` over every submission."""
     out = tmp_path_factory.mktemp("grades")
     run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", "--quiet")
+    return out
+
+
+@pytest.fixture(scope="module")
+def autograder_points(autograder_out):
+    """{(student, assignment): {exercise: score}} from `python -m autograder grade`."""
+    out = autograder_out
     points = defaultdict(dict)
     with open(out / "grades.csv") as f:
         for row in csv.DictReader(f):
@@ -193,3 +200,38 @@ def test_nbgrader_feedback_and_export(nbgrader_course):
     for a in ASSIGNMENTS:
         assert rows["reference", a] == sum(full_marks(a).values())
         assert rows["untouched", a] == 0
+
+
+def said_twice(message):
+    """The description a message gives on both sides of ", expected " ("float32 tensor of shape
+    (3, 4), expected float32 tensor of shape (3, 4)"), or None: such a message hides what differs."""
+    for found in re.finditer(r", expected ", message):
+        before, after = message[:found.start()], message[found.end():]
+        for n in range(min(len(before), len(after), 100), 0, -1):  # whole words or numbers on both sides
+            if (before.endswith(after[:n]) and after[n:n + 1] in ("", " ", ",", ";", ":", ")")
+                    and before[-n - 1:-n] in ("", " ", "(")):
+                return after[:n]
+    return None
+
+
+def test_said_twice_finds_the_same_description_on_both_sides():
+    assert said_twice("f(x): got float32 tensor of shape (3, 4), expected float32 tensor of shape (3, 4)")
+    assert said_twice("f(x): value at index [2] is 0.5, expected 0.5 (1 of 3 entries differ)") == "0.5"
+    assert not said_twice("f(x): value at index [2] is 0.5, expected 0.25 (1 of 3 entries differ)")
+    assert not said_twice("f(x): expected dtype float64, got float32")
+    assert not said_twice("f(x): the loss is 2, expected 2.5") and not said_twice("shape (3, 4), expected 4 rows")
+
+
+def test_no_feedback_says_the_same_thing_on_both_sides_of_expected(autograder_out):
+    """Issue 37: every message of every wrong implementation graded here says what differs (values,
+    dtype, storage, gradient), never the same description twice."""
+    import json
+    found = []
+    for entry in (autograder_out / ".journal").glob("*/*.json"):
+        graded = json.loads(entry.read_text())["graded"]
+        for exercise in graded["exercises"]:
+            for check in exercise["checks"]:
+                same = said_twice(check.get("message") or "")
+                if same:
+                    found.append(f"{entry.parent.name} {exercise['name']}: ...{same}, expected {same}...")
+    assert not found, "\n".join(found[:20])

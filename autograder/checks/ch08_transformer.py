@@ -293,7 +293,7 @@ def llama_cache(student, ref, rng):
     cache = student.call("KVCache", keep=True)
     for start, stop in ((0, 4), (4, 5), (5, 7)):
         got = student.call(block, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
-        expect_same(got, plain(expected[:, start:stop]), f"{label}, fed x {describe(x)} in pieces through one KVCache: "
+        expect_same(got, plain(expected[:, start:stop]), f"{label} fed x {describe(x)} in pieces through one KVCache: "
                     f"outputs {span(start, stop)}, against the layer on the whole sequence", rtol=1e-5, atol=1e-5)
 
 

@@ -310,7 +310,7 @@ def llama_cache(student, ref, rng):
     held = [student.call("KVCache", keep=True, _label="KVCache()") for _ in range(LLAMAS[1]["num_hidden_layers"])]
     for start, stop in ((0, 4), (4, 5), (5, 7)):
         got = student.call(lm, x[:, start:stop], None, None, held, _label=f"{label} with caches holding {start} tokens")
-        expect_same(got, plain(expected[:, start:stop]), f"{label}, fed tokens {describe(x)} in pieces through one "
+        expect_same(got, plain(expected[:, start:stop]), f"{label} fed tokens {describe(x)} in pieces through one "
                     f"KVCache per layer: logits {span(start, stop)}, against the model on the whole sequence",
                     rtol=1e-5, atol=1e-5)
 

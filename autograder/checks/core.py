@@ -16,6 +16,7 @@ import numpy as np
 
 from ..sandbox.calls import StudentError  # noqa: F401 (the checks catch it)
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
+from ..stated.calling import Shown
 from ..stated.known import Reference
 from ..stated.device import (DEVICE_CHECK, DEVICE_RULE, Fresh, Made, device_rules, expect_layout,  # noqa: F401
                              tensor_devices)
@@ -193,6 +194,11 @@ def device_checks(options=None, values=None):
         _REGISTRY.setdefault(assignment, []).append(Check(assignment, rule.exercise, rule.name, rule.weight, run))
 
 
+# what a device rule's failure on the reference's values says first: `check` ran the rule and said it holds
+# (it has no values to compare with), and `grade` withholds the device's share only for a wrong value
+WITHHELD = "device share not given: the values on the CPU are wrong — "
+
+
 class _WithReference:
     """How `grade` runs a device rule: modules holding parameters the grader draws, loaded into the
     reference's too (`module_pair`), and each sequence's calls on the CPU compared with the
@@ -210,7 +216,10 @@ class _WithReference:
 
     def values(self, student, rng, sequence):
         if self.custom:
-            return self.custom(student, self.ref, rng, sequence)
+            try:
+                return self.custom(student, self.ref, rng, sequence)
+            except CheckFailure as failure:
+                raise CheckFailure(f"{WITHHELD}{failure}") from None
         fresh = {}
 
         def pair(value):
@@ -225,23 +234,13 @@ class _WithReference:
                 return type(value)(pair(v) for v in value)
             return value
         for run in sequence:
-            same(student, self.ref, pair(run.target), *pair(run.args), what=f"{run.what()}, on the CPU",
+            same(student, self.ref, pair(run.target), *pair(run.args), what=f"{WITHHELD}{run.what()}, on the CPU",
                  **self.options, **run.kwargs)
-
-
-class _Shown:
-    """An argument as a message shows it: a Pair by its label."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self):
-        return _shown(self.value)
 
 
 def _displayed(args):
     """The arguments for `called`: a Pair (or a list of them) shown by its label, the rest as they are."""
-    return tuple(_Shown(a) if isinstance(a, Pair) or (type(a) in (list, tuple) and any(isinstance(v, Pair) for v in a))
+    return tuple(Shown(a, _shown) if isinstance(a, Pair) or (type(a) in (list, tuple) and any(isinstance(v, Pair) for v in a))
                  else a for a in args)
 
 
@@ -349,6 +348,11 @@ def _fmt_index(index):
     return "(" + ", ".join(str(int(i)) for i in index) + ")" if len(index) != 1 else f"[{int(index[0])}]"
 
 
+def _at(index):
+    """" at index (i, j)", or nothing for a 0-dimensional value."""
+    return f" at index {_fmt_index(index)}" if len(index) else ""
+
+
 def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, nan_hint=""):
     """Compare an array result with the expected one: type, shape, dtype, NaN/inf placement,
     values (tolerance from the expected dtype unless given). `nan_hint` is said only when the
@@ -375,11 +379,11 @@ def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, na
     got_nan, exp_nan = np.isnan(got_f), np.isnan(exp_f)
     if (got_nan & ~exp_nan).any():
         index = np.argwhere(got_nan & ~exp_nan)[0]
-        raise CheckFailure(f"{what}: NaN at index {_fmt_index(index)}, expected {_short(exp_f[tuple(index)])}"
+        raise CheckFailure(f"{what}: NaN{_at(index)}, expected {_short(exp_f[tuple(index)])}"
                            f" ({int((got_nan & ~exp_nan).sum())} NaN in all)" + (f" ({nan_hint})" if nan_hint else ""))
     if (exp_nan & ~got_nan).any():
         index = np.argwhere(exp_nan & ~got_nan)[0]
-        raise CheckFailure(f"{what}: expected NaN at index {_fmt_index(index)}, got {_short(got_f[tuple(index)])}")
+        raise CheckFailure(f"{what}: expected NaN{_at(index)}, got {_short(got_f[tuple(index)])}")
     with np.errstate(invalid="ignore"):
         close = np.isclose(got_f, exp_f, rtol=rtol, atol=atol) | (got_nan & exp_nan)
     if not close.all():
@@ -395,8 +399,9 @@ def expect_close(got, expected, what, rtol=None, atol=None, check_dtype=True, na
             shown, wanted = _short(got_f[index], digits), _short(exp_f[index], digits)
             exact = (f"; compared as {expected_array.dtype}, to within {atol:g} + {rtol:g} × |expected| "
                      f"= {atol + rtol * abs(exp_f[index]):.3g} here")
+        where = f"value at index {_fmt_index(index)}" if index else "the value"  # a 0-dimensional result: no index
         raise CheckFailure(
-            f"{what}: value at index {_fmt_index(index)} is {shown}, expected {wanted}"
+            f"{what}: {where} is {shown}, expected {wanted}"
             f" ({len(bad)} of {close.size} entries differ; largest difference {_short(worst)}{exact})")
 
 

@@ -261,7 +261,8 @@ class Forbidden:
         def forbidden(*args, **kwargs):
             if not self.active:  # left in place by a restore that was interrupted: the function itself
                 return original(*args, **kwargs)
-            message = f"your code called {shown}, which this exercise's text forbids" + (f": {self.why}" if self.why else "")
+            message = f"your code called {shown}, which this exercise's text forbids"
+            message += f": {self.why}" if self.why else ""
             self.hits.append(f"{ForbiddenFunction.__name__}: {message}{_student_line()}")
             raise ForbiddenFunction(message)
         forbidden.__forbidden_original__ = original

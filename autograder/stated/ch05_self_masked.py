@@ -79,9 +79,16 @@ def _expect_greedy(student, model, prompt, got, what, label):
                            f"{(prompt.shape[0], n0 + n_new)}, got {describe(tokens)}: whether it runs under "
                            "torch.no_grad() is judged on a right result")
     own = torch.as_tensor(np.asarray(student.call(model, tokens[:, :-1], _label=label)))[:, n0 - 1:]
-    if logits.shape != own.shape or not _close(logits, own, 1e-4, 1e-5) or not torch.equal(tokens[:, n0:],
-                                                                                         own.argmax(-1)):
-        raise CheckFailure(f"{what}: the tokens and logits are not greedy decoding's (each new token the arg-max of "
-                           f"the model's logits at the last position; logits {describe(logits)}, expected "
-                           f"{describe(own)}, from {label} on the tokens returned): whether it runs under "
-                           "torch.no_grad() is judged on a right result")
+    if logits.shape != own.shape:
+        differs = f"logits {describe(logits)}, expected shape {tuple(own.shape)}"
+    elif not _close(logits, own, 1e-4, 1e-5):
+        index = tuple(int(i) for i in torch.nonzero(~torch.isclose(logits.double(), own.double(), 1e-4, 1e-5))[0])
+        differs = f"logits{list(index)} is {logits[index].item():.6g}, expected {own[index].item():.6g}"
+    elif not torch.equal(tokens[:, n0:], own.argmax(-1)):
+        row, step = (int(i) for i in torch.nonzero(tokens[:, n0:] != own.argmax(-1))[0])
+        differs = f"new token {step} of row {row} is {int(tokens[row, n0 + step])}, the arg-max {int(own[row, step].argmax())}"
+    else:
+        return
+    raise CheckFailure(f"{what}: the tokens and logits are not greedy decoding's (each new token the arg-max of the "
+                       f"model's logits at the last position, those logits returned; {differs}, from {label} on the "
+                       "tokens returned): whether it runs under torch.no_grad() is judged on a right result")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..sandbox.emulated import NAME as DEVICE
-from .calling import StudentError, called, describe, _tensor
+from .calling import Shown, StudentError, called, describe, _tensor
 from .register import CheckFailure, rng_for
 
 DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
@@ -59,26 +59,30 @@ class On:
 
     def what(self):
         label = self.target.label if isinstance(self.target, Made) else self.target
-        return called(label, None, tuple(_Shown(a) for a in self.args), self.kwargs)
+        return called(label, None, tuple(Shown(a, _words) if _grader_object(a) else a for a in self.args), self.kwargs)
+
+
+def _grader_object(value):
+    """Whether `value` holds a Made or a Fresh, which only their label or kind can show."""
+    if isinstance(value, (Made, Fresh)):
+        return True
+    return type(value) in (list, tuple) and any(_grader_object(v) for v in value)
 
 
 def on(target, *args, **kwargs):
     return On(target, args, kwargs)
 
 
-class _Shown:
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self):
-        if isinstance(self.value, Made):
-            return self.value.label
-        if isinstance(self.value, Fresh):
-            return f"a {self.value.class_name}"
-        if type(self.value) in (list, tuple):
-            inner = ", ".join(repr(_Shown(v)) for v in self.value)
-            return f"({inner})" if isinstance(self.value, tuple) else f"[{inner}]"
-        return describe(self.value)
+def _words(value):
+    """A Made by its label, a Fresh by its kind, lists and tuples item by item, the rest described."""
+    if isinstance(value, Made):
+        return value.label
+    if isinstance(value, Fresh):
+        return f"a {value.class_name}"
+    if type(value) in (list, tuple):
+        inner = ", ".join(_words(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return describe(value)
 
 
 class OwnCode:

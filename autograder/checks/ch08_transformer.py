@@ -255,7 +255,7 @@ def llama_standin(student, index):
         raise CheckFailure(f"the grader cannot import transformers' Llama ({error}): tell your instructor") from None
     use_with_probe(student, "_LlamaLayer")
     standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
-    label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {CONFIGS[index]},"
+    label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {sizes},"  # its config as transformers names it
     return standin, layer, rotary, label
 
 

@@ -224,8 +224,15 @@ def clip_is_torchs(student, rng):
                 continue
             got_grad = None if grad is None else torch.as_tensor(np.asarray(grad))
             if got_grad is None or not _close(got_grad, parameter.grad, 1e-5, 1e-7):
-                raise CheckFailure(f"{what}: the gradient of layer {name} afterwards is {describe(got_grad)}, expected "
-                                   f"{describe(parameter.grad)} (torch.nn.utils.clip_grad_norm_'s): "
+                if got_grad is not None and got_grad.shape == parameter.grad.shape:
+                    bad = ~torch.isclose(got_grad.double(), parameter.grad.double(), rtol=1e-5, atol=1e-7)
+                    index = tuple(int(i) for i in torch.nonzero(bad)[0])
+                    shown = (f"at index {list(index)} {got_grad[index].item():.6g}, expected "
+                             f"{parameter.grad[index].item():.6g} ({int(bad.sum())} of {bad.numel()} entries differ)")
+                else:
+                    shown = f"{describe(got_grad)}, expected a tensor of shape {tuple(parameter.grad.shape)}"
+                raise CheckFailure(f"{what}: the gradient of layer {name} afterwards is {shown} "
+                                   "(torch.nn.utils.clip_grad_norm_'s): "
                                    + ("every gradient is scaled in place by max_norm / (norm + 1e-6)"
                                       if expected > max_norm else "a norm below max_norm leaves the gradients as "
                                       "they were"))

@@ -19,7 +19,7 @@ import zipfile
 
 import numpy as np
 
-from .register import CheckFailure
+from .failure import CheckFailure
 
 
 class Unknown(CheckFailure):

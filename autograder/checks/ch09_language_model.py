@@ -375,7 +375,7 @@ TRAIN_LM = (20, 16, 2, 4, 2, 24)
 
 def trained(student, ref, rng, options, **kwargs):
     """The student's train on the grader's LlamaLM, and the recipe's on the same weights and data."""
-    pair = lm_pair(student, ref, TRAIN_LM, rng, scale=0.3, **options)
+    pair = lm_pair(student, ref, TRAIN_LM, rng, scale=1.0, **options)  # gradients above the clipping norm
     data = tokens(rng, TRAIN_LM[0], (80,))
     shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     label = f"train(model, data {describe(data)}, {shown}), model {pair.label.removesuffix(', on ')}"

@@ -18,6 +18,8 @@ TIERS = {
     "test_check_device": ("slow",), "test_free_points": ("slow",), "test_shards": ("slow",),
     "test_grader_death": ("slow",), "test_adversarial": ("slow",), "test_adversarial_host": ("slow",),
     "test_memory_bound": ("slow",), "test_lms": ("slow",), "test_late_feedback": ("slow",),
+    "test_adversarial_known_good": ("slow",), "test_adversarial_callbacks": ("slow",), "test_adversarial_reach": ("slow",),
+    "test_autograder_cli": ("slow",), "test_run_seed": ("slow",), "test_cleanup": ("slow",),
     "test_student_copy": ("venv",), "test_gradescope_container": ("venv",), "test_gradescope_and_export": ("venv",),
     "test_release": ("nbgrader",), "test_nbgrader_route": ("nbgrader",),
     "test_book": ("book",), "test_browser": ("book",), "test_launch_buttons": ("book",), "test_term_book": ("book",),

@@ -10,10 +10,12 @@ import math
 import numpy as np
 import torch
 
-from .core import (called, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
+from .core import (Chapter, called, call, describe, expect_close, expect_parameters, expect_same, expect_true,
                    expect_tuple, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "03-qkv"
+chapter = Chapter(ASSIGNMENT)
+check, equals, device_checks = chapter.check, chapter.equals, chapter.device_checks
 
 DTYPES = (torch.float32, torch.float64)
 NAN_IN_MASKED_VALUES = "0 * NaN = NaN: select the values with torch.where, do not multiply them by zero weights"
@@ -416,6 +418,5 @@ def attention_score_fn(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"attention": dict(names=("out", "weights"))})

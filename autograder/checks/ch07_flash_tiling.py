@@ -10,12 +10,14 @@ kernel runs in Triton's interpreter (TRITON_INTERPRET=1) at small sizes.
 import numpy as np
 import torch
 
-from .core import call, check, describe, equals, expect_same, expect_true, known_answers, plain, stated_checks, tensor
+from .core import Chapter, call, describe, expect_same, expect_true, known_answers, plain, tensor
 from .. import notebook
 from ..sandbox.calls import StudentError
 from ..stated.ch07_flash_tiling import memory_inputs
 
 ASSIGNMENT = "07-flash-tiling"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 EXACT64 = {"rtol": 1e-10, "atol": 1e-12}
 
 
@@ -215,6 +217,5 @@ def triton_half(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"tiled_attention": PAIR})

@@ -10,12 +10,14 @@ import functools
 
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_same, known_answers, module_pair,
-                   padding_mask, plain, same, stated_checks, tensor)
+from .core import (Chapter, CheckFailure, call, describe, expect_same, known_answers, module_pair, padding_mask,
+                   plain, same, tensor)
 from .known_good import use_with_probe
 from ..stated.calling import _expect_parameters
 
 ASSIGNMENT = "08-transformer"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
 
 
@@ -321,6 +323,5 @@ def llama_copied(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"apply_rope": FLOAT32, "GroupedQueryAttention": FLOAT32, "DecoderBlock": FLOAT32})

@@ -108,12 +108,17 @@ class DeviceRule:
     weight: float
     cases: callable  # cases(make, rng) -> [[On]]
 
+    @property
+    def key(self):
+        """The rule's stable name, which seeds its inputs: not its sentence's."""
+        return f"{self.assignment}/{self.exercise}/device"
+
     def run(self, student, rng=None, env=OwnCode()):
         """Each sequence of `cases` on the CPU, then on the emulated GPU (fresh objects each time), compared call
         by call (the CPU first: a call that fails there too tells nothing of devices); then
         `env.values` (`grade`: the reference's values on the CPU). `rng`: the run seed's, as `check`
         draws it, unless `grade` gives its own."""
-        rng = rng if rng is not None else rng_for(f"{self.assignment}/{self.exercise}/{self.name}", secret=True)
+        rng = rng if rng is not None else rng_for(self.key, secret=True)
         for sequence in self.cases(Maker(student, rng, env), rng):
             on_cpu = _run(student, sequence, "cpu")
             on_device = _run(student, sequence, DEVICE)

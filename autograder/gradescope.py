@@ -598,7 +598,8 @@ def try_text(tried):
     lines = [f"{'test':<{width}}  gradescope  grade    max"]
     for name, theirs, ours, most in tried["rows"]:
         mark = "" if theirs is not None and ours is not None and abs(theirs - ours) < 1e-4 else "  <-- DIFFERS"
-        show = lambda x: "-" if x is None else f"{x:.2f}"
+        def show(x):
+            return "-" if x is None else f"{x:.2f}"
         lines.append(f"{name:<{width}}  {show(theirs):>10}  {show(ours):>5}  {most:>5.2f}{mark}")
     lines.append(f"{tried['assignment']}: Gradescope {tried['results'].get('score', 0):g}, grade {tried['score']:g} "
                  f"of {tried['max_score']:g}: {'the same' if tried['same'] else 'DIFFERENT'} "

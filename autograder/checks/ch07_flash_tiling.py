@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from .core import Chapter, call, describe, expect_same, expect_true, known_answers, plain, tensor
-from .. import notebook
 from ..sandbox.calls import StudentError
 from ..stated.ch07_flash_tiling import memory_inputs
 
@@ -138,7 +137,7 @@ def traffic_scaling(student, ref, rng):
     except StudentError as error:
         other = error
     expect_true(isinstance(other, StudentError) and " raised ValueError" in str(other),
-                f"hbm_traffic(1024, 64, 98304, 'sparse') should raise a ValueError, but " + (
+                "hbm_traffic(1024, 64, 98304, 'sparse') should raise a ValueError, but " + (
                     str(other).removeprefix("hbm_traffic(1024, 64, 98304, 'sparse') ") if isinstance(other, StudentError)
                     else f"returned {describe(other)}"))
     small, big = (student.call("hbm_traffic", 8192, 64, m, "flash") for m in (98304 // 4, 98304))

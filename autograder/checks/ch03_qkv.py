@@ -36,10 +36,11 @@ def is_uniform(row):
 def lookup_table(rng, n, d, dv, dtype=torch.float64):
     """Keys of very different lengths, key 1 = 2 * key 0: the nearest key is not the one with the
     largest dot product."""
-    keys = tensor(rng, (n, d), dtype) * torch.from_numpy(rng.uniform(0.3, 3.0, (n, 1))).to(dtype)
-    keys[1] = 2 * keys[0]
-    assert torch.cdist(keys, keys).add(torch.eye(n, dtype=dtype) * 10).min() > 0.3  # well separated
-    return keys, tensor(rng, (n, dv), dtype)
+    while True:  # drawn again until well separated (each key at least 0.3 from the others)
+        keys = tensor(rng, (n, d), dtype) * torch.from_numpy(rng.uniform(0.3, 3.0, (n, 1))).to(dtype)
+        keys[1] = 2 * keys[0]
+        if torch.cdist(keys, keys).add(torch.eye(n, dtype=dtype) * 10).min() > 0.3:
+            return keys, tensor(rng, (n, dv), dtype)
 
 
 def one_query(rng):

@@ -18,7 +18,7 @@ import torch
 from .core import (Chapter, CheckFailure, call, describe, expect_close, expect_same, expect_true, module_pair, plain,
                    same, tensor)
 from .known_good import use_with_probe
-from ..stated.calling import _expect_parameters
+from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "05-self-masked"
 chapter = Chapter(ASSIGNMENT)
@@ -83,7 +83,7 @@ def expect_parameters(student, ref, class_name, *init):
     with torch.random.fork_rng(devices=[]):
         expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).named_parameters()}
     handle = student.call(class_name, *init, keep=True)
-    _expect_parameters(student, handle, f"{class_name}{init}", expected)
+    expect_parameter_shapes(student, handle, f"{class_name}{init}", expected)
     return handle
 
 

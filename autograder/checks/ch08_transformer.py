@@ -13,7 +13,7 @@ import torch
 from .core import (Chapter, CheckFailure, call, describe, expect_same, known_answers, module_pair, padding_mask,
                    plain, same, tensor)
 from .known_good import use_with_probe
-from ..stated.calling import _expect_parameters
+from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "08-transformer"
 chapter = Chapter(ASSIGNMENT)
@@ -181,7 +181,7 @@ equals("kv_cache_bytes", "an int: keys and values, every layer, for Llama-2-7B a
 @check("DecoderBlock", "RMSNorm(dim, eps): one parameter, weight; w * x / sqrt(mean(x^2) + eps), no mean subtracted, "
        "float64 kept", weight=1.5)
 def rms_norm(student, ref, rng):
-    _expect_parameters(student, student.call("RMSNorm", 6, keep=True), "RMSNorm(6)", {"weight": (6,)})
+    expect_parameter_shapes(student, student.call("RMSNorm", 6, keep=True), "RMSNorm(6)", {"weight": (6,)})
     pair = module_pair(student, ref, "RMSNorm", 6, rng=rng)
     same(student, ref, pair, tensor(rng, (2, 3, 6)) + 1.5, **FLOAT32)
     pair = module_pair(student, ref, "RMSNorm", 5, 0.1, rng=rng, double=True)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..sandbox.calls import StudentError  # noqa: F401 (the checks catch it)
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
-from ..stated.calling import Shown
+from ..stated.calling import Shown, tensor  # noqa: F401 (tensor: the checks' vocabulary, shared with the rules)
 from ..stated.known import Reference
 from ..stated.device import (DEVICE_CHECK, DEVICE_RULE, Fresh, Made, device_rules, expect_layout,  # noqa: F401
                              tensor_devices)
@@ -309,12 +309,6 @@ def plain(value):
 
 
 # ---- inputs -----------------------------------------------------------------------------------
-
-def tensor(rng, shape, dtype=None, scale=1.0):
-    """A random normal torch tensor (float32 unless `dtype`)."""
-    import torch
-    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype or torch.float32)
-
 
 def random_mask(rng, shape, p=0.6):
     """A boolean torch mask (True = may attend) with at least one True in every row."""

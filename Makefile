@@ -45,12 +45,12 @@ test: $(STAMP)
 	@$(call apt_install,bwrap,bubblewrap,the autograder will run student code without isolation)
 	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
 	@$(call apt_install,slurmctld,slurm-wlm,the test of the Slurm recipe is skipped)
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # The inner loop: every test but the tiers marked in tests/conftest.py (grading runs, fresh venvs,
 # the book, nbgrader's commands); make test runs them all.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist loadfile -m "not (slow or venv or book or nbgrader)"
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not (slow or venv or book or nbgrader)"
 
 # notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
 # needs it there). nbgrader runs `alembic` from PATH when it makes gradebook.db, hence .venv/bin first.

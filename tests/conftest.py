@@ -33,10 +33,26 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{marker}: {what} (left out by make test-fast)")
 
 
+# The modules that take longest, longest first: `make test` hands pytest-xdist's workers whole modules
+# in this order (--dist loadfile --no-loadscope-reorder), so the long ones start at once, side by side,
+# and the short ones fill in after them. test_browser builds the book the other book modules read.
+LONGEST_FIRST = ["test_grading", "test_browser", "test_resume", "test_student_copy", "test_nbgrader_route",
+                 "test_gradescope_and_export", "test_selfcheck", "test_adversarial", "test_adversarial_callbacks",
+                 "test_adversarial_known_good", "test_class_state", "test_hints", "test_free_points",
+                 "test_adversarial_reach", "test_shards", "test_autograder_cli", "test_slurm",
+                 "test_adversarial_reference", "test_run_seed", "test_check_device"]
+
+
+def module_name(item):
+    return item.module.__name__.rsplit(".", 1)[-1]
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for marker in TIERS.get(item.module.__name__.rsplit(".", 1)[-1], ()):
+        for marker in TIERS.get(module_name(item), ()):
             item.add_marker(marker)
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(module_name(item), len(rank)))  # stable: the rest keep their order
 
 
 def run(*command, cwd=REPO, check=True, timeout=1800):

@@ -12,9 +12,9 @@ import re
 import subprocess
 
 import nbformat
+import pytest
 import yaml
 
-import book_build
 from book_build import BUILD, HTML, LOCK, ROOT, STAMP, chapter_pages, student_notebooks, toc_files
 
 MARKERS = ["### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS",
@@ -151,15 +151,16 @@ def test_no_solution_code_in_build(build):
     assert not leaks, "solution or hidden-test code in the build:\n" + "\n".join(leaks)
 
 
-def test_the_build_ran_on_busy_cores(build):
-    """The one build of the suite shared the machine with busy_cores (book_build.py): two
-    busy-looping processes that ran from its start to its end, so the pages' cells met their
-    timeout (make book's) on a busy machine."""
-    busy = build["busy"]
-    assert busy["running"] == book_build.BUSY_CORES, \
-        f"{book_build.BUSY_CORES - busy['running']} of the busy processes beside the build stopped before it ended"
-    assert busy["cpu_s"] >= 0.05 * busy["wall_s"], \
-        f"the busy processes got {busy['cpu_s']:.1f} s of CPU in the {busy['wall_s']:.0f} s of the build"
+def test_every_page_ran_in_under_half_its_cells_timeout(build):
+    """No page cell near its timeout (issue 23): each page executed by this build, beside the rest
+    of the suite, ran its whole code in under half of one cell's execution timeout (_config.yml).
+    benchmarks/book_on_busy_cores.py measures the same beside two busy-looping processes."""
+    timeout = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
+    ran = build["page_seconds"]
+    if not ran:
+        pytest.skip("every page came from the execution cache: no page ran in this build")
+    slow = {page: s for page, s in ran.items() if s >= timeout / 2}
+    assert not slow, f"pages whose code ran for half the {timeout} s cell timeout or more: {slow}"
 
 
 # ---- issue 29: the instructors' repository is private; the book and the students' repository

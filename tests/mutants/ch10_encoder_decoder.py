@@ -367,7 +367,6 @@ def label_smoothed_cross_entropy(logits, targets, epsilon=0.1, ignore_index=-100
                                            "    return torch.where(best == model.pad_id, model.eos_id, best)"),
         "greedy_not_padded_after_eos": _edit(DECODING, "chosen = torch.where(done, model.pad_id, logits.argmax(dim=-1))",
                                              "chosen = logits.argmax(dim=-1)"),
-        "no_early_stop": _edit(DECODING, "if not bool(improvable.any()) or (early_stopping", "if (early_stopping"),
     },
     "patch_embed": {
         "patch_order_transposed": _edit(PATCHES, "grid.permute(0, 2, 4, 1, 3, 5)", "grid.permute(0, 4, 2, 1, 3, 5)"),

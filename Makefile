@@ -5,7 +5,7 @@ SUBMISSIONS ?= samples/submitted
 OUT ?= grades
 JOBS ?=
 
-.PHONY: all book test release grade check student-copy clean distclean
+.PHONY: all book test test-fast release grade check student-copy clean distclean
 
 # $(call apt_install,COMMAND,PACKAGES,WHAT FAILS WITHOUT THEM): `make test` alone, as root, installs
 # the Debian packages its tests need, and says so; no other target ever runs apt-get
@@ -46,6 +46,11 @@ test: $(STAMP)
 	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
 	@$(call apt_install,slurmctld,slurm-wlm,the test of the Slurm recipe is skipped)
 	$(BIN)/python -m pytest -n auto --dist loadfile
+
+# The inner loop: every test but the tiers marked in tests/conftest.py (grading runs, fresh venvs,
+# the book, nbgrader's commands); make test runs them all.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not (slow or venv or book or nbgrader)"
 
 # notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
 # needs it there). nbgrader runs `alembic` from PATH when it makes gradebook.db, hence .venv/bin first.

@@ -29,7 +29,8 @@ OPTION = {"roster": "--roster", "deadlines": "--deadlines", "late_penalty": "--l
           "late_max_days": "--late-max-days", "submitted_at": "--submitted-at"}
 
 
-def _main(argv=None):
+def _parser():
+    """The command line: one subcommand per task."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     grade = commands.add_parser("grade", help="grade a folder of submissions <student>/<assignment>/<assignment>.ipynb")
@@ -117,104 +118,125 @@ def _main(argv=None):
     similar.add_argument("--out", required=True, help="folder for similarity.html and similarity.csv")
     _add_lms_commands(commands)
     _add_nbgrader_prepare(commands)
-    args = parser.parse_args(argv)
-    if args.command == "nbgrader-prepare":
-        return _nbgrader_prepare(args, parser)
-    if args.command in LMS_COMMANDS:
-        return _lms_command(args, parser)
-    if args.command == "similarity":
-        from .pipeline import NothingToGrade, discover
-        from .similarity import compare, write_report
-        if not os.path.isdir(args.submissions):
-            parser.error(f"{args.submissions} is not a folder")
-        try:
-            jobs, _ = discover(args.submissions, skip=args.out)
-        except NothingToGrade as error:
-            parser.error(str(error))
-        pairs, skipped = compare(jobs)
-        flagged = write_report(pairs, args.out, skipped)
-        for s in skipped:
-            print(f"not compared: {for_terminal(s.student)}/{for_terminal(s.assignment)}: {for_terminal(s.reason)}",
-                  file=sys.stderr)
-        print(f"{len(flagged)} flagged pairs of exercises"
-              f"{f', {len(skipped)} not compared (listed on the page)' if skipped else ''}; "
-              f"{os.path.join(args.out, 'similarity.html')}")
-        return 0
-    if args.command == "gradescope":
-        from .gradescope import build_zip
-        print(build_zip(args.assignment, args.out))
-        return 0
-    if args.command == "gradescope-try":
-        from .gradescope import TryError, try_text, try_zip
-        try:
-            tried = try_zip(args.zip, args.notebook, no_namespaces=args.no_namespaces, keep=args.keep)
-        except TryError as error:
-            print(f"gradescope-try: {error}", file=sys.stderr)
-            return 1
-        print(try_text(tried))
-        return 0 if tried["same"] else 1
-    if args.command == "gradescope-results":
-        from .gradescope import results_json
-        data = results_json(args.assignment, args.submission_dir, args.results_json)
-        print(f"{args.assignment}: {data['score']:g} points")
-        return 0
-    if args.command == "export":
-        from .export import write_lms
-        from .roster import RosterError, read as read_roster
-        from . import journal
-        try:
-            roster = read_roster(args.roster) if args.roster else None
-            folder = os.path.dirname(os.path.abspath(args.grades_csv))
-            kept = journal.kept_class(folder) if roster is None else None
-            if kept and kept.get("roster"):  # the roster the grades were written with, kept beside them
-                roster = read_roster(journal.class_file(folder, "roster"))
-                print(f"{args.grades_csv}: the roster kept with it applies ({_described('roster', kept['roster'])})",
-                      file=sys.stderr)
-        except (RosterError, journal.ClassSettingsError) as error:
-            parser.error(str(error))
-        path, warnings = write_lms(args.grades_csv, args.to, args.format, roster, args.moodle_id, args.missing)
-        for warning in warnings:
-            print(f"warning: {for_terminal(warning)}", file=sys.stderr)
-        print(path)
-        return 0
-    if args.command == "merge":
-        from . import journal
-        from .roster import RosterError, read as read_roster
-        from .shards import ShardError, merge as merge_shards
-        try:
-            graded, problems, merged = merge_shards(args.shards)
-            settings, first = merged["settings"], merged["from"]
-            roster = (read_roster(journal.class_file(first, "roster"))
-                      if settings and settings.get("roster") else None)
-            files = {kind: journal.class_file(first, kind).read_bytes() for kind in journal.CLASS_FILES
-                     if settings and isinstance(settings.get(kind), dict)}
-            kept = journal.kept_class(args.out)
-            if not args.replace_class_settings and (
-                    (kept is not None and kept != settings)
-                    or None not in (merged["seed"], journal.kept_seed(args.out)) and merged["seed"] != journal.kept_seed(args.out)):
-                raise ShardError(f"{args.out} keeps the class settings or seed of an earlier merge, and these shards "
-                                 f"were graded with others: merge into a new --out, or give {REPLACE} to replace them")
-        except (ShardError, RosterError, journal.ClassSettingsError, journal.SeedError, OSError) as error:
-            parser.error(str(error))
-        if settings is not None:
-            journal.keep_class(args.out, settings, files)  # the merged folder is the class's state too
-        if merged["seed"] is not None:
-            journal.run_seed(args.out, merged["seed"])
-        _write_results(graded, problems, args.out, args.quiet, roster, merged["late"])
-        return 0
-    limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
-                    notebook_seconds=args.notebook_seconds, exercise_seconds=args.exercise_seconds,
-                    submission_seconds=args.submission_seconds,
-                    memory_bytes=args.memory_mb * 2**20)
-    if args.command == "check":
-        from .selfcheck import UsageError, main as check_notebook
-        try:
-            text, status = check_notebook(args.notebook, args.assignment, limits)
-        except UsageError as error:
-            parser.error(str(error))  # exit status 2
-        print(text)
-        return status
+    return parser
 
+
+def _main(argv=None):
+    parser = _parser()
+    args = parser.parse_args(argv)
+    return COMMANDS[args.command](args, parser)
+
+
+def _limits(args):
+    """The grader's limits, as `grade` and `check` are given them."""
+    return Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
+                  notebook_seconds=args.notebook_seconds, exercise_seconds=args.exercise_seconds,
+                  submission_seconds=args.submission_seconds, memory_bytes=args.memory_mb * 2**20)
+
+
+def _similarity(args, parser):
+    from .pipeline import NothingToGrade, discover
+    from .similarity import compare, write_report
+    if not os.path.isdir(args.submissions):
+        parser.error(f"{args.submissions} is not a folder")
+    try:
+        jobs, _ = discover(args.submissions, skip=args.out)
+    except NothingToGrade as error:
+        parser.error(str(error))
+    pairs, skipped = compare(jobs)
+    flagged = write_report(pairs, args.out, skipped)
+    for s in skipped:
+        print(f"not compared: {for_terminal(s.student)}/{for_terminal(s.assignment)}: {for_terminal(s.reason)}",
+              file=sys.stderr)
+    print(f"{len(flagged)} flagged pairs of exercises"
+          f"{f', {len(skipped)} not compared (listed on the page)' if skipped else ''}; "
+          f"{os.path.join(args.out, 'similarity.html')}")
+    return 0
+
+
+def _gradescope(args, parser):
+    from .gradescope import build_zip
+    print(build_zip(args.assignment, args.out))
+    return 0
+
+
+def _gradescope_try(args, parser):
+    from .gradescope import TryError, try_text, try_zip
+    try:
+        tried = try_zip(args.zip, args.notebook, no_namespaces=args.no_namespaces, keep=args.keep)
+    except TryError as error:
+        print(f"gradescope-try: {error}", file=sys.stderr)
+        return 1
+    print(try_text(tried))
+    return 0 if tried["same"] else 1
+
+
+def _gradescope_results(args, parser):
+    from .gradescope import results_json
+    data = results_json(args.assignment, args.submission_dir, args.results_json)
+    print(f"{args.assignment}: {data['score']:g} points")
+    return 0
+
+
+def _export(args, parser):
+    from .export import write_lms
+    from .roster import RosterError, read as read_roster
+    from . import journal
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+        folder = os.path.dirname(os.path.abspath(args.grades_csv))
+        kept = journal.kept_class(folder) if roster is None else None
+        if kept and kept.get("roster"):  # the roster the grades were written with, kept beside them
+            roster = read_roster(journal.class_file(folder, "roster"))
+            print(f"{args.grades_csv}: the roster kept with it applies ({_described('roster', kept['roster'])})",
+                  file=sys.stderr)
+    except (RosterError, journal.ClassSettingsError) as error:
+        parser.error(str(error))
+    path, warnings = write_lms(args.grades_csv, args.to, args.format, roster, args.moodle_id, args.missing)
+    for warning in warnings:
+        print(f"warning: {for_terminal(warning)}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def _merge(args, parser):
+    from . import journal
+    from .roster import RosterError, read as read_roster
+    from .shards import ShardError, merge as merge_shards
+    try:
+        graded, problems, merged = merge_shards(args.shards)
+        settings, first = merged["settings"], merged["from"]
+        roster = (read_roster(journal.class_file(first, "roster"))
+                  if settings and settings.get("roster") else None)
+        files = {kind: journal.class_file(first, kind).read_bytes() for kind in journal.CLASS_FILES
+                 if settings and isinstance(settings.get(kind), dict)}
+        kept = journal.kept_class(args.out)
+        if not args.replace_class_settings and (
+                (kept is not None and kept != settings)
+                or None not in (merged["seed"], journal.kept_seed(args.out)) and merged["seed"] != journal.kept_seed(args.out)):
+            raise ShardError(f"{args.out} keeps the class settings or seed of an earlier merge, and these shards "
+                             f"were graded with others: merge into a new --out, or give {REPLACE} to replace them")
+    except (ShardError, RosterError, journal.ClassSettingsError, journal.SeedError, OSError) as error:
+        parser.error(str(error))
+    if settings is not None:
+        journal.keep_class(args.out, settings, files)  # the merged folder is the class's state too
+    if merged["seed"] is not None:
+        journal.run_seed(args.out, merged["seed"])
+    _write_results(graded, problems, args.out, args.quiet, roster, merged["late"])
+    return 0
+
+
+def _check(args, parser):
+    from .selfcheck import UsageError, main as check_notebook
+    try:
+        text, status = check_notebook(args.notebook, args.assignment, _limits(args))
+    except UsageError as error:
+        parser.error(str(error))  # exit status 2
+    print(text)
+    return status
+
+
+def _grade(args, parser):
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions} is not a folder")
     if not has_solutions():
@@ -276,7 +298,7 @@ def _main(argv=None):
     journal.keep_class(args.out, settings, files)  # kept before grading: a killed run resumes with them
     seed = journal.run_seed(args.out, given)  # kept in --out: a rerun into it draws the same inputs
     try:
-        graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=limits,
+        graded, problems = pipeline.grade_all(args.submissions, out_dir=args.out, jobs=args.jobs, limits=_limits(args),
                                               progress=progress, regrade=set(args.student), students=share,
                                               discovered=discovered, seed=seed)
         if shard:
@@ -519,3 +541,9 @@ def _nbgrader_prepare(args, parser):
     except (NothingToGrade, RosterError, OSError) as error:
         parser.error(str(error))
     return 0
+
+
+COMMANDS = {"grade": _grade, "merge": _merge, "check": _check, "gradescope": _gradescope,
+            "gradescope-try": _gradescope_try, "gradescope-results": _gradescope_results, "export": _export,
+            "similarity": _similarity, "nbgrader-prepare": _nbgrader_prepare,
+            **{command: _lms_command for command in LMS_COMMANDS}}  # one function per subcommand

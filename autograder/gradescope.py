@@ -143,14 +143,11 @@ def check_tests(graded):
             for exercise in graded.exercises for r in exercise.checks]
 
 
-CELL_RAISED = re.compile(r"code cell \d+ raised ")  # pipeline.grade_notebook's note
-
-
 def notebook_test(graded):
     """The test shown at once: whether the notebook ran; failed when it could not be graded or a
     cell raised."""
     output = "\n".join(([graded.problem] if graded.problem else []) + graded.notes)
-    failed = bool(graded.problem) or any(CELL_RAISED.match(note) for note in graded.notes)
+    failed = bool(graded.problem) or bool(graded.raised)
     return {"name": "your notebook runs", "score": 0.0, "max_score": 0.0, "status": "failed" if failed else "passed",
             "output": output or "every cell ran", "visibility": "visible"}
 
@@ -598,7 +595,8 @@ def try_text(tried):
     lines = [f"{'test':<{width}}  gradescope  grade    max"]
     for name, theirs, ours, most in tried["rows"]:
         mark = "" if theirs is not None and ours is not None and abs(theirs - ours) < 1e-4 else "  <-- DIFFERS"
-        show = lambda x: "-" if x is None else f"{x:.2f}"
+        def show(x):
+            return "-" if x is None else f"{x:.2f}"
         lines.append(f"{name:<{width}}  {show(theirs):>10}  {show(ours):>5}  {most:>5.2f}{mark}")
     lines.append(f"{tried['assignment']}: Gradescope {tried['results'].get('score', 0):g}, grade {tried['score']:g} "
                  f"of {tried['max_score']:g}: {'the same' if tried['same'] else 'DIFFERENT'} "

@@ -59,7 +59,7 @@ def read_source(assignment):
 
 
 def strip_solution_markers(source):
-    return "\n".join(l for l in source.splitlines() if l.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
+    return "\n".join(line for line in source.splitlines() if line.strip() not in (SOLUTION_BEGIN, SOLUTION_END))
 
 
 def defined_names(source):
@@ -171,7 +171,8 @@ def pick_notebook(names, assignment, known):
     if f"{assignment}.ipynb" in names:
         return f"{assignment}.ipynb"
     ours = [n for n in names if assignment_of_filename(n, known) == assignment]
-    natural = lambda n: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n.lower())]
+    def natural(n):
+        return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n.lower())]
     return max(ours, key=natural) if ours else None
 
 

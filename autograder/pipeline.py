@@ -248,6 +248,7 @@ def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
             return not_graded(student, assignment, student_process.cell_errors[None])
         for index, error in sorted(student_process.cell_errors.items()):
             graded.notes.append(f"code cell {index} raised {error}")
+            graded.raised.append(index)
         for exercise in notebook.exercises(assignment):
             student_process.start_exercise()
             with stages.stage("checks"):

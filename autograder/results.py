@@ -90,6 +90,7 @@ class Graded(_Bounded):
     exercises: list                     # [ExerciseResult] in notebook order
     problem: str = ""                   # why the notebook could not be graded at all
     notes: list = field(default_factory=list)   # cell errors and other things worth saying
+    raised: list = field(default_factory=list)  # the numbers of the code cells that raised (their notes say how)
 
     @property
     def score(self):
@@ -131,4 +132,5 @@ class Graded(_Bounded):
     def from_dict(cls, data):
         exercises = [ExerciseResult(e["name"], e["max_score"], [CheckResult(**c) for c in e["checks"]])
                      for e in data["exercises"]]
-        return cls(data["student"], data["assignment"], exercises, data["problem"], data["notes"])
+        return cls(data["student"], data["assignment"], exercises, data["problem"], data["notes"],
+                   list(data.get("raised", [])))

@@ -8,6 +8,36 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
+# The tiers (`make test-fast` leaves these out; `make test`, which CI runs, runs everything): a module
+# is marked by what makes it slow. `slow`: it grades many notebooks or runs long sandboxed sessions;
+# `venv`: it makes a fresh virtual environment; `book`: it builds the book; `nbgrader`: it runs
+# nbgrader's own commands.
+TIERS = {
+    "test_grading": ("slow", "nbgrader"), "test_resume": ("slow",), "test_class_state": ("slow",),
+    "test_slurm": ("slow",), "test_adversarial_reference": ("slow",), "test_selfcheck": ("slow",),
+    "test_check_device": ("slow",), "test_free_points": ("slow",), "test_shards": ("slow",),
+    "test_grader_death": ("slow",), "test_adversarial": ("slow",), "test_adversarial_host": ("slow",),
+    "test_memory_bound": ("slow",), "test_lms": ("slow",), "test_late_feedback": ("slow",),
+    "test_adversarial_known_good": ("slow",), "test_adversarial_callbacks": ("slow",), "test_adversarial_reach": ("slow",),
+    "test_autograder_cli": ("slow",), "test_run_seed": ("slow",), "test_cleanup": ("slow",),
+    "test_student_copy": ("venv",), "test_gradescope_container": ("venv",), "test_gradescope_and_export": ("venv",),
+    "test_release": ("nbgrader",), "test_nbgrader_route": ("nbgrader",),
+    "test_book": ("book",), "test_browser": ("book",), "test_launch_buttons": ("book",), "test_term_book": ("book",),
+}
+
+
+def pytest_configure(config):
+    for marker, what in (("slow", "grades many notebooks or runs long sandboxed sessions"),
+                         ("venv", "makes a fresh virtual environment"), ("book", "builds the book"),
+                         ("nbgrader", "runs nbgrader's own commands")):
+        config.addinivalue_line("markers", f"{marker}: {what} (left out by make test-fast)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for marker in TIERS.get(item.module.__name__.rsplit(".", 1)[-1], ()):
+            item.add_marker(marker)
+
 
 def run(*command, cwd=REPO, check=True, timeout=1800):
     """Run a command from the project's venv; its output is shown when it fails."""

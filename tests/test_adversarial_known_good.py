@@ -86,14 +86,14 @@ def solution_lines(assignment):
     for cell in notebook.read_source(assignment).cells:
         if notebook.nbgrader_meta(cell).get("solution"):
             inside = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
-            lines |= {l.strip() for part in inside for l in part.splitlines()}
-    return {l for l in lines if len(l) >= SOLUTION_LINE and l not in student_text}
+            lines |= {line.strip() for part in inside for line in part.splitlines()}
+    return {line for line in lines if len(line) >= SOLUTION_LINE and line not in student_text}
 
 
 def attacker(assignment):
     """The chapter's student notebook, hooked at the start, every exercise a scanner at the end."""
     nb = nbformat.read(notebook.NOTEBOOKS_DIR / assignment / f"{assignment}.ipynb", as_version=4)
-    secret = sorted(hashlib.sha256(l.encode()).hexdigest() for l in solution_lines(assignment))
+    secret = sorted(hashlib.sha256(line.encode()).hexdigest() for line in solution_lines(assignment))
     hooks = HOOKS.replace("LINE", str(SOLUTION_LINE)).replace("SECRET", repr(set(secret)))
     names = [n for e in notebook.exercises(assignment) for n in e.defines]
     probes = []

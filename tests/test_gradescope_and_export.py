@@ -27,7 +27,7 @@ def test_the_gradescope_zip_grades_a_submission_into_results_json(tmp_path):
             "autograder/pipeline.py", "autograder/checks/core.py", "autograder/checks/ch01_weights.py"} <= set(names)
     assert not any(n.startswith(("notebooks/", "tests/", "samples/")) for n in names)
     assert [n for n in names if n.startswith(("solutions/", "autograder/checks/ch"))] == \
-        [f"autograder/checks/ch01_weights.py", f"solutions/{A}/{A}.ipynb"]  # this chapter's alone
+        ["autograder/checks/ch01_weights.py", f"solutions/{A}/{A}.ipynb"]  # this chapter's alone
     assert zipfile.ZipFile(archive).read("requirements.txt").decode().split() == for_assignment(A)
 
     root = tmp_path / "gradescope"  # Gradescope's /autograder, laid out as it lays it out

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import nbformat
 import pytest
@@ -138,10 +137,13 @@ def test_every_gradescope_test_has_a_status():
               CheckResult("part", 0.5, 1.0, "2 of 4 rows differ"), CheckResult("not run", 0.0, 1.0, "timeout", ran=False)]
     ran = Graded("s", A, [ExerciseResult("softmax", 4.0, checks)])
     raised = Graded("s", A, [ExerciseResult("softmax", 4.0, checks)],
-                    notes=["only 01-weights.ipynb is graded; ignored: x.ipynb", "code cell 3 raised SyntaxError: invalid syntax"])
+                    notes=["only 01-weights.ipynb is graded; ignored: x.ipynb", "code cell 3 raised SyntaxError: invalid syntax"],
+                    raised=[3])
     unreadable = Graded.not_graded("s", A, [], "not a notebook")
     assert [t["status"] for t in gradescope.check_tests(ran)] == ["passed", "failed", "failed", "failed"]
     assert gradescope.notebook_test(ran)["status"] == "passed"
     assert gradescope.notebook_test(Graded("s", A, [], notes=["only 01-weights.ipynb is graded; ignored: x.ipynb"]))["status"] == "passed"
+    # what failed is read from the data, not from the note's words
+    assert gradescope.notebook_test(Graded("s", A, [], notes=["code cell 3 raised nothing, really"]))["status"] == "passed"
     assert gradescope.notebook_test(raised)["status"] == "failed"
     assert gradescope.notebook_test(unreadable)["status"] == "failed"

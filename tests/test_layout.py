@@ -106,7 +106,8 @@ def test_student_regrades_that_student_and_keeps_the_others_from_the_journal(gra
         data["graded"]["notes"] = ["FROM THE JOURNAL"]
         entry.write_text(json.dumps(data))
     run(*GRADE, graded["root"], "--out", out, "-j", "1", "--quiet", "--student", "carol")
-    page = lambda student: (out / "feedback" / student / f"{A}.html").read_text()
+    def page(student):
+        return (out / "feedback" / student / f"{A}.html").read_text()
     assert "FROM THE JOURNAL" in page(kept), "another student was graded again"
     assert "FROM THE JOURNAL" not in page("carol"), "--student carol did not grade carol again"
     assert "FROM THE JOURNAL" not in (out / ".journal" / "carol" / f"{A}.json").read_text()

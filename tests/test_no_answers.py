@@ -73,7 +73,7 @@ SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, toke
 def tokens(code):
     """`code`'s tokens, names, numbers and strings abstracted; a line tokenize refuses (a `%magic`,
     a `!command`) is left out."""
-    lines = [l for l in code.splitlines() if not l.lstrip().startswith(("%", "!"))]
+    lines = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]
     out = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):

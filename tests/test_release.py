@@ -81,5 +81,5 @@ def test_graded_cells_hold_only_the_hidden_checks():
         checks = {c.metadata["nbgrader"]["grade_id"] for c in cells if is_check_cell(c)}
         assert checks == {f"check_{e.name}" for e in exercises(a)}, a
         for cell in filter(is_test_cell, cells):
-            code = [l for l in cell.source.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+            code = [line for line in cell.source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
             assert code == ["from autograder.checks import grade", f'grade("{a}", "{cell.metadata["nbgrader"]["grade_id"][5:]}", globals())'], cell.source

@@ -2,7 +2,6 @@
 when both are forked from the same warm zygote."""
 import os
 import shutil
-import signal
 import time
 import uuid
 

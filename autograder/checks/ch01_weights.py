@@ -1,9 +1,11 @@
 """Checks of chapter 1, "Attention as weights" (NumPy)."""
 import numpy as np
 
-from .core import call, check, equals, expect_close, expect_true, plain, same
+from .core import Chapter, call, expect_close, expect_true, plain, same
 
 ASSIGNMENT = "01-weights"
+chapter = Chapter(ASSIGNMENT)
+check, equals = chapter.check, chapter.equals
 
 
 def random_shapes(rng, count=4):

@@ -4,10 +4,12 @@ import weakref
 import numpy as np
 import torch
 
-from .core import (CheckFailure, StudentError, call, check, describe, equals, expect_close, expect_same, expect_true,
+from .core import (Chapter, CheckFailure, StudentError, call, describe, expect_close, expect_same, expect_true,
                    expect_tuple, match_by_shape, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "02-global-attention"
+chapter = Chapter(ASSIGNMENT)
+check, equals, device_checks = chapter.check, chapter.equals, chapter.device_checks
 # Weights make every check's share of its exercise's points a round number (0.25, 0.5, 1.0, 1.5).
 
 # What the grader trains: the notebook's sizes, its own documents (see grader_documents).
@@ -416,7 +418,6 @@ def train_deterministic(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"attention_pool": POOL, "GlobalAttentionPooling": POOL,
                        "AttentionDocClassifier": dict(names=LOGITS)})

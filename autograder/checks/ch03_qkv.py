@@ -10,10 +10,12 @@ import math
 import numpy as np
 import torch
 
-from .core import (called, call, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true,
+from .core import (Chapter, called, call, describe, expect_close, expect_parameters, expect_same, expect_true,
                    expect_tuple, module_pair, padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "03-qkv"
+chapter = Chapter(ASSIGNMENT)
+check, equals, device_checks = chapter.check, chapter.equals, chapter.device_checks
 
 DTYPES = (torch.float32, torch.float64)
 NAN_IN_MASKED_VALUES = "0 * NaN = NaN: select the values with torch.where, do not multiply them by zero weights"
@@ -34,10 +36,11 @@ def is_uniform(row):
 def lookup_table(rng, n, d, dv, dtype=torch.float64):
     """Keys of very different lengths, key 1 = 2 * key 0: the nearest key is not the one with the
     largest dot product."""
-    keys = tensor(rng, (n, d), dtype) * torch.from_numpy(rng.uniform(0.3, 3.0, (n, 1))).to(dtype)
-    keys[1] = 2 * keys[0]
-    assert torch.cdist(keys, keys).add(torch.eye(n, dtype=dtype) * 10).min() > 0.3  # well separated
-    return keys, tensor(rng, (n, dv), dtype)
+    while True:  # drawn again until well separated (each key at least 0.3 from the others)
+        keys = tensor(rng, (n, d), dtype) * torch.from_numpy(rng.uniform(0.3, 3.0, (n, 1))).to(dtype)
+        keys[1] = 2 * keys[0]
+        if torch.cdist(keys, keys).add(torch.eye(n, dtype=dtype) * 10).min() > 0.3:
+            return keys, tensor(rng, (n, dv), dtype)
 
 
 def one_query(rng):
@@ -416,6 +419,5 @@ def attention_score_fn(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"attention": dict(names=("out", "weights"))})

@@ -11,10 +11,12 @@ import functools
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_parameters, expect_same, expect_true,
-                   module_pair, padding_mask, plain, random_mask, same, stated_checks, tensor)
+from .core import (Chapter, CheckFailure, call, describe, expect_parameters, expect_same, expect_true, module_pair,
+                   padding_mask, plain, random_mask, same, tensor)
 
 ASSIGNMENT = "04-multi-head"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 
 SENTENCES = ["The cat sat on the mat because it was tired.", "Heads look at several words at once."]
 
@@ -339,7 +341,6 @@ def from_bert_minilm(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 
 def from_torch_values(student, ref, rng, sequence):

@@ -15,12 +15,14 @@ import math
 import numpy as np
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_close, expect_same, expect_true,
-                   module_pair, plain, same, stated_checks, tensor)
+from .core import (Chapter, CheckFailure, call, describe, expect_close, expect_same, expect_true, module_pair, plain,
+                   same, tensor)
 from .known_good import use_with_probe
-from ..stated.calling import _expect_parameters
+from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "05-self-masked"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 through several layers: the order of the additions shows
 
 
@@ -81,7 +83,7 @@ def expect_parameters(student, ref, class_name, *init):
     with torch.random.fork_rng(devices=[]):
         expected = {name: tuple(p.shape) for name, p in getattr(ref, class_name)(*init).named_parameters()}
     handle = student.call(class_name, *init, keep=True)
-    _expect_parameters(student, handle, f"{class_name}{init}", expected)
+    expect_parameter_shapes(student, handle, f"{class_name}{init}", expected)
     return handle
 
 
@@ -445,7 +447,6 @@ def cache_used(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"CausalSelfAttention": FLOAT32, "TinyLM": FLOAT32,
                        "generate": dict(names=("tokens", "logits"), **FLOAT32)})

@@ -12,11 +12,13 @@ import math
 import numpy as np
 import torch
 
-from .core import call, called, check, describe, equals, expect_close, expect_parameters, expect_same, expect_true, \
-    module_pair, plain, same, stated_checks
+from .core import (Chapter, call, called, describe, expect_close, expect_parameters, expect_same, expect_true,
+                   module_pair, plain, same)
 from .known_good import KnownGood, use_with_probe
 
 ASSIGNMENT = "06-nadaraya-watson"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 KERNELS = ("gaussian_kernel", "boxcar_kernel", "epanechnikov_kernel")
 
 
@@ -303,6 +305,5 @@ stated_checks("LearnedKernelRegression")  # trainable: a gradient reaches log_ba
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks()

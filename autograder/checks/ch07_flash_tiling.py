@@ -10,12 +10,13 @@ kernel runs in Triton's interpreter (TRITON_INTERPRET=1) at small sizes.
 import numpy as np
 import torch
 
-from .core import call, check, describe, equals, expect_same, expect_true, known_answers, plain, stated_checks, tensor
-from .. import notebook
+from .core import Chapter, call, describe, expect_same, expect_true, known_answers, plain, tensor
 from ..sandbox.calls import StudentError
 from ..stated.ch07_flash_tiling import memory_inputs
 
 ASSIGNMENT = "07-flash-tiling"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 EXACT64 = {"rtol": 1e-10, "atol": 1e-12}
 
 
@@ -136,7 +137,7 @@ def traffic_scaling(student, ref, rng):
     except StudentError as error:
         other = error
     expect_true(isinstance(other, StudentError) and " raised ValueError" in str(other),
-                f"hbm_traffic(1024, 64, 98304, 'sparse') should raise a ValueError, but " + (
+                "hbm_traffic(1024, 64, 98304, 'sparse') should raise a ValueError, but " + (
                     str(other).removeprefix("hbm_traffic(1024, 64, 98304, 'sparse') ") if isinstance(other, StudentError)
                     else f"returned {describe(other)}"))
     small, big = (student.call("hbm_traffic", 8192, 64, m, "flash") for m in (98304 // 4, 98304))
@@ -215,6 +216,5 @@ def triton_half(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"tiled_attention": PAIR})

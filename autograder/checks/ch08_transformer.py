@@ -10,12 +10,14 @@ import functools
 
 import torch
 
-from .core import (CheckFailure, call, check, describe, equals, expect_same, known_answers, module_pair,
-                   padding_mask, plain, same, stated_checks, tensor)
+from .core import (Chapter, CheckFailure, call, describe, expect_same, known_answers, module_pair, padding_mask,
+                   plain, same, tensor)
 from .known_good import use_with_probe
-from ..stated.calling import _expect_parameters
+from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "08-transformer"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}  # float32 sums over the features: the order of the additions shows
 
 
@@ -179,7 +181,7 @@ equals("kv_cache_bytes", "an int: keys and values, every layer, for Llama-2-7B a
 @check("DecoderBlock", "RMSNorm(dim, eps): one parameter, weight; w * x / sqrt(mean(x^2) + eps), no mean subtracted, "
        "float64 kept", weight=1.5)
 def rms_norm(student, ref, rng):
-    _expect_parameters(student, student.call("RMSNorm", 6, keep=True), "RMSNorm(6)", {"weight": (6,)})
+    expect_parameter_shapes(student, student.call("RMSNorm", 6, keep=True), "RMSNorm(6)", {"weight": (6,)})
     pair = module_pair(student, ref, "RMSNorm", 6, rng=rng)
     same(student, ref, pair, tensor(rng, (2, 3, 6)) + 1.5, **FLOAT32)
     pair = module_pair(student, ref, "RMSNorm", 5, 0.1, rng=rng, double=True)
@@ -321,6 +323,5 @@ def llama_copied(student, ref, rng):
 # ---- every exercise on another device -----------------------------------------------------------
 # The device rule and its cases are stated (autograder/stated/device.py), and `check` runs them;
 # here, what the same calls must give on the CPU, against the reference.
-from .core import device_checks  # noqa: E402
 
 device_checks(options={"apply_rope": FLOAT32, "GroupedQueryAttention": FLOAT32, "DecoderBlock": FLOAT32})

@@ -13,11 +13,13 @@ import functools
 import numpy as np
 import torch
 
-from .core import (CheckFailure, Pair, check, describe, device_checks, equals, call, expect_same, expect_true,
-                   module_pair, plain, same, stated_checks, tensor)
+from .core import (Chapter, CheckFailure, Pair, call, describe, expect_same, expect_true, module_pair, plain, same,
+                   tensor)
 from .known_good import use_with_probe
 
 ASSIGNMENT = "10-encoder-decoder"
+chapter = Chapter(ASSIGNMENT)
+check, equals, stated_checks, device_checks = chapter.check, chapter.equals, chapter.stated_checks, chapter.device_checks
 FLOAT32 = {"rtol": 1e-4, "atol": 1e-5}
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..sandbox.calls import StudentError  # noqa: F401 (the checks catch it)
 from ..stated import CheckFailure, Student, called, describe, properties, rng_for  # noqa: F401 (the checks' vocabulary)
-from ..stated.calling import Shown
+from ..stated.calling import Shown, tensor  # noqa: F401 (tensor: the checks' vocabulary, shared with the rules)
 from ..stated.known import Reference
 from ..stated.device import (DEVICE_CHECK, DEVICE_RULE, Fresh, Made, device_rules, expect_layout,  # noqa: F401
                              tensor_devices)
@@ -30,24 +30,66 @@ class Check:
     name: str          # what it tests, shown in the feedback
     weight: float      # the exercise's points are split over its checks by weight
     run: callable      # run(student, ref)
+    id: str = ""       # stable, apart from the sentence: its inputs are drawn from it
 
 
 _REGISTRY = {}
 
 
-def _register(module_globals, exercise, name, weight, function):
-    assignment = module_globals["ASSIGNMENT"]
-    secret = any(p.name == name for p in properties(assignment, exercise))  # a stated rule: the run's seed too
-    run = lambda student, ref: function(student, ref, rng_for(f"{assignment}/{name}", secret))  # noqa: E731
-    _REGISTRY.setdefault(assignment, []).append(Check(assignment, exercise, name, weight, run))
+class Chapter:
+    """A chapter's checks, declared through it: a checks module begins
+    `chapter = Chapter(ASSIGNMENT)` and declares with `chapter.check`, `chapter.equals`,
+    `chapter.stated_checks` and `chapter.device_checks`. Each check gets a stable id (its function's
+    name, an `equals` row's place among its exercise's rows, a stated rule's function's name), and
+    draws its inputs from a generator seeded by the id (and the run's seed for a stated rule): a
+    sentence can be reworded without changing what is graded."""
 
+    def __init__(self, assignment):
+        self.assignment = assignment
+        self._rows = {}
 
-def check(exercise, name, weight=1.0):
-    """Decorator: `function(student, ref, rng)` is a check of `exercise`."""
-    def register(function):
-        _register(function.__globals__, exercise, name, weight, function)
-        return function
-    return register
+    def register(self, exercise, name, weight, function, id, secret=False):
+        """`function(student, ref, rng)` as a check of `exercise`."""
+        key = f"{self.assignment}/{id}"
+        run = lambda student, ref: function(student, ref, rng_for(key, secret))  # noqa: E731
+        _REGISTRY.setdefault(self.assignment, []).append(Check(self.assignment, exercise, name, weight, run, id))
+
+    def check(self, exercise, name, weight=1.0):
+        """Decorator: `function(student, ref, rng)` is a check of `exercise`, its id the function's name."""
+        def register(function):
+            self.register(exercise, name, weight, function, f"{exercise}/{function.__name__}")
+            return function
+        return register
+
+    def equals(self, exercise, name, target, cases, weight=1.0, **options):
+        """A check: the student's `target` equals the reference's on each `call(...)` of `cases(rng)`.
+        `options` go to `same` (tolerances, names of the results, a hint). Its id: its place among the
+        exercise's `equals` rows."""
+        def run(student, ref, rng):
+            for case in cases(rng):
+                same(student, ref, target, *case.args, **options, **case.kwargs)
+        row = self._rows[exercise] = self._rows.get(exercise, 0) + 1
+        self.register(exercise, name, weight, run, f"{exercise}/equals-{row}")
+
+    def stated_checks(self, exercise):
+        """Registers, as checks of `exercise`, the rules its text states (`autograder.stated`):
+        `grade` charges them as `check` runs them, from one definition and one seed."""
+        for prop in properties(self.assignment, exercise):
+            def run(student, ref, rng, prop=prop):
+                if not prop.known:
+                    return prop.function(student, rng)
+                return prop.function(student, rng, Reference(ref, _ANSWERS.get(self.assignment, {})))
+            self.register(exercise, prop.name, prop.weight, run, prop.key.split("/", 1)[1], secret=True)
+
+    def device_checks(self, options=None, values=None):
+        """Registers, as checks of their exercises, the device rules of this chapter
+        (`stated.device`). `options[exercise]`: the tolerances and names of `same` for its values;
+        `values[exercise]`: `f(student, ref, rng, sequence)`, its own comparison on the CPU, in place
+        of `same` on each call (a call that returns a module, say)."""
+        for rule in device_rules(self.assignment):
+            env = _WithReference(options.get(rule.exercise, {}) if options else {}, (values or {}).get(rule.exercise))
+            run = lambda student, ref, rng, rule=rule, env=env: rule.run(student, rng, env.bound(ref))  # noqa: E731
+            self.register(rule.exercise, rule.name, rule.weight, run, rule.key.split("/", 1)[1], secret=True)
 
 
 @dataclass(frozen=True)
@@ -59,28 +101,6 @@ class Call:
 def call(*args, **kwargs):
     """One input of an `equals` row."""
     return Call(args, kwargs)
-
-
-def equals(exercise, name, target, cases, weight=1.0, **options):
-    """A check: the student's `target` equals the reference's on each `call(...)` of `cases(rng)`.
-    `options` go to `same` (tolerances, names of the results, a hint)."""
-    def run(student, ref, rng):
-        for case in cases(rng):
-            same(student, ref, target, *case.args, **options, **case.kwargs)
-    _register(sys._getframe(1).f_globals, exercise, name, weight, run)
-
-
-def stated_checks(exercise):
-    """Registers here, as checks of `exercise`, the rules its text states (`autograder.stated`):
-    `grade` charges them as `check` runs them, from one definition."""
-    module_globals = sys._getframe(1).f_globals
-    assignment = module_globals["ASSIGNMENT"]
-    for prop in properties(assignment, exercise):
-        def run(student, ref, rng, prop=prop):
-            if not prop.known:
-                return prop.function(student, rng)
-            return prop.function(student, rng, Reference(ref, _ANSWERS.get(assignment, {})))
-        _register(module_globals, exercise, prop.name, prop.weight, run)
 
 
 _ANSWERS = {}
@@ -183,19 +203,10 @@ def same(student, ref, target, *args, what=None, names=None, rtol=None, atol=Non
 # meta against the same call on the CPU); `grade` adds that those calls on the CPU give the
 # reference's values, so that the device's points go with a correct result.
 
-def device_checks(options=None, values=None):
-    """Registers, as checks of their exercises, the device rules of this chapter
-    (`stated.device`). `options[exercise]`: the tolerances and names of `same` for its values;
-    `values[exercise]`: `f(student, ref, rng, sequence)`, its own comparison on the CPU, in place
-    of `same` on each call (a call that returns a module, say)."""
-    module_globals = sys._getframe(1).f_globals
-    assignment = module_globals["ASSIGNMENT"]
-    for rule in device_rules(assignment):
-        env = _WithReference(options.get(rule.exercise, {}) if options else {}, (values or {}).get(rule.exercise))
-        run = lambda student, ref, rule=rule, env=env: rule.run(  # noqa: E731
-            student, rng_for(f"{assignment}/{rule.exercise}/{rule.name}", secret=True), env.bound(ref))
-        _REGISTRY.setdefault(assignment, []).append(Check(assignment, rule.exercise, rule.name, rule.weight, run))
-
+# ---- devices ----------------------------------------------------------------------------------
+# The device rule is stated, and `check` runs it (autograder/stated/device.py: its cases, the run on
+# the emulated GPU against the same call on the CPU); `grade` adds that those calls on the CPU give
+# the reference's values, so that the device's points go with a correct result (`Chapter.device_checks`).
 
 # what a device rule's failure on the reference's values says first: `check` ran the rule and said it holds
 # (it has no values to compare with), and `grade` withholds the device's share only for a wrong value
@@ -301,12 +312,6 @@ def plain(value):
 
 
 # ---- inputs -----------------------------------------------------------------------------------
-
-def tensor(rng, shape, dtype=None, scale=1.0):
-    """A random normal torch tensor (float32 unless `dtype`)."""
-    import torch
-    return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype or torch.float32)
-
 
 def random_mask(rng, shape, p=0.6):
     """A boolean torch mask (True = may attend) with at least one True in every row."""

@@ -127,7 +127,7 @@ def describe(value, names=None):
     return text if len(text) <= 60 else f"{type(value).__name__} {text[:57]}..."
 
 
-def _tensor(rng, shape, dtype=None, scale=1.0):
+def tensor(rng, shape, dtype=None, scale=1.0):
     import torch
     return torch.from_numpy(rng.normal(0.0, scale, shape)).to(dtype or torch.float32)
 
@@ -139,7 +139,7 @@ def _pair(value, what):
     return tuple(torch.as_tensor(np.asarray(v)) for v in value)
 
 
-def _close(got, expected, rtol, atol):
+def close_enough(got, expected, rtol, atol):
     return got.shape == expected.shape and bool(np.isclose(np.asarray(got, dtype=np.float64),
                                                            np.asarray(expected, dtype=np.float64),
                                                            rtol=rtol, atol=atol).all())
@@ -163,7 +163,7 @@ def _parameter_names(student, module, label, names=None):
     return found
 
 
-def _parameter_shapes(student, module, label):
+def parameter_shapes(student, module, label):
     """{name: shape} of `module`'s parameters (its buffers left out)."""
     state = student.call(module, method="state_dict", _label=label)
     if not isinstance(state, dict):
@@ -171,10 +171,10 @@ def _parameter_shapes(student, module, label):
     return {name: tuple(np.shape(state[name])) for name in _parameter_names(student, module, label, list(state))}
 
 
-def _expect_parameters(student, module, label, expected, hint=""):
+def expect_parameter_shapes(student, module, label, expected, hint=""):
     """`module` holds exactly the parameters `expected` ({name: shape}); its buffers, persistent or
     not, are its own. A stated parameter made a buffer is named as such."""
-    found = _parameter_shapes(student, module, label)
+    found = parameter_shapes(student, module, label)
     if found == expected:
         return
     state = student.call(module, method="state_dict", _label=label)
@@ -186,7 +186,7 @@ def _expect_parameters(student, module, label, expected, hint=""):
                        "left out: a module may keep any)" + (f": {said}" if said else ""))
 
 
-def _backward_gradients(student, module, loss, names, label, what):
+def backward_gradients(student, module, loss, names, label, what):
     """`loss.backward()` in the student's process, then {name: the .grad of `module`'s parameter
     `name`} (`names`: its parameters, `_parameter_names`); a backward that fails, or a parameter
     left without a gradient, is the student's failure, described as `what`."""
@@ -210,7 +210,7 @@ def _backward_gradients(student, module, loss, names, label, what):
 IN_PLACE_HINT = "work on new arrays (x - m, q * scale), not in place (x -= m, q *= scale, np.exp(x, out=x))"
 
 
-def _expect_unchanged(student, target, args, names, what, hint=IN_PLACE_HINT, **kwargs):
+def expect_unchanged(student, target, args, names, what, hint=IN_PLACE_HINT, **kwargs):
     """`target(*args, **kwargs)` run on copies of `args` that the student's process keeps, which
     must be as they were after the call; `hint` says how to leave them so. Returns the call's result,
     which the caller compares with the right one: a rule about the arguments holds only on a call

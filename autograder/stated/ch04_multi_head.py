@@ -1,7 +1,7 @@
 """Chapter 4's stated rules: MultiHeadAttention as nn.MultiheadAttention, the copies, the count."""
 from ..sandbox.calls import StudentError
 from .register import CheckFailure, stated
-from .calling import describe, _tensor, _pair, _close
+from .calling import describe, tensor, _pair, close_enough
 
 
 # ---- chapter 4: MultiHeadAttention ------------------------------------------------------------
@@ -13,10 +13,10 @@ def mha_as_torch(student, rng):
     merged heads (out_proj set to the identity) and the output."""
     import torch
     dim, heads, n_q, n_k = 12, 3, 5, 7
-    draw = {name: _tensor(rng, shape, scale=0.5) for name, shape in
+    draw = {name: tensor(rng, shape, scale=0.5) for name, shape in
             (("q", (dim, dim)), ("k", (dim, dim)), ("v", (dim, dim)), ("out", (dim, dim)),
              ("q_b", (dim,)), ("k_b", (dim,)), ("v_b", (dim,)), ("out_b", (dim,)))}
-    query, key = _tensor(rng, (2, n_q, dim)), _tensor(rng, (2, n_k, dim))
+    query, key = tensor(rng, (2, n_q, dim)), tensor(rng, (2, n_k, dim))
     label = f"MultiHeadAttention({dim}, {heads}) with parameters the grader loaded into it"
     module = student.call("MultiHeadAttention", dim, heads, keep=True, _label=label)
     results = {}
@@ -32,7 +32,7 @@ def mha_as_torch(student, rng):
         got = _pair(student.call(module, query, key, key, _label=label), f"{label}(query, key, key)")
         with torch.no_grad():
             expected = reference(query, key, key, average_attn_weights=False)
-        results[case] = [_close(g, e, 1e-4, 1e-5) for g, e in zip(got, expected)]
+        results[case] = [close_enough(g, e, 1e-4, 1e-5) for g, e in zip(got, expected)]
     weights_ok = results["merged heads"][1] and results["output"][1]
     heads_ok, out_ok = results["merged heads"][0], results["output"][0]
     if weights_ok and heads_ok and out_ok:
@@ -61,9 +61,9 @@ def _unchanged(student, module, x, change, label, what, hint, expected):
     module that copies nothing does not pass), and the same after `change()`."""
     import torch
     before = _pair(student.call(module, x, x, x, _label=label), f"{label}(x, x, x)")
-    if not all(_close(b, e, 1e-4, 1e-5) for b, e in zip(before, expected)):
+    if not all(close_enough(b, e, 1e-4, 1e-5) for b, e in zip(before, expected)):
         said = " and ".join(name for name, b, e in zip(("out", "the per-head weights"), before, expected)
-                            if not _close(b, e, 1e-4, 1e-5))
+                            if not close_enough(b, e, 1e-4, 1e-5))
         raise CheckFailure(f"{label}(x, x, x) for x {describe(x)}: {said} differ from the model's it was made from "
                            "(tolerance rtol=1e-4, atol=1e-5), so whether it is a copy is not judged: it must first "
                            "compute what the model computes")
@@ -83,10 +83,10 @@ def from_torch_copies(student, rng):
     m = _torch_object(student, "MultiheadAttention", dim, heads, batch_first=True, _label=label)
     shapes = {"in_proj_weight": (3 * dim, dim), "in_proj_bias": (3 * dim,), "out_proj.weight": (dim, dim),
               "out_proj.bias": (dim,)}
-    first, second = ({n: _tensor(rng, s, scale=0.5) for n, s in shapes.items()} for _ in range(2))
+    first, second = ({n: tensor(rng, s, scale=0.5) for n, s in shapes.items()} for _ in range(2))
     student.call(m, first, method="load_state_dict")
     mine = student.call("mha_from_torch", m, keep=True, _label=f"mha_from_torch(m = {label})")
-    x = _tensor(rng, (2, 4, dim))
+    x = tensor(rng, (2, 4, dim))
     model = torch.nn.MultiheadAttention(dim, heads, batch_first=True)  # m as it was, here
     model.load_state_dict(first)
     with torch.no_grad():
@@ -111,13 +111,13 @@ def from_bert_copies(student, rng):
         _label="a BERT attention block")
     names = [f"{layer}.{p}" for layer in ("self.query", "self.key", "self.value", "output.dense", "output.LayerNorm")
              for p in ("weight", "bias")]
-    draw = lambda: {n: _tensor(rng, (dim, dim) if n.endswith("weight") and "Norm" not in n else (dim,), scale=0.5)  # noqa: E731
+    draw = lambda: {n: tensor(rng, (dim, dim) if n.endswith("weight") and "Norm" not in n else (dim,), scale=0.5)  # noqa: E731
                     for n in names}
     first = draw()
     student.call(attention, first, method="load_state_dict")
     state = student.call(attention, method="state_dict", keep=True, _label="a BERT block's attention.state_dict()")
     mine = student.call("mha_from_bert", state, heads, keep=True, _label=f"mha_from_bert(a BERT block's state, {heads})")
-    x = _tensor(rng, (2, 4, dim))
+    x = tensor(rng, (2, 4, dim))
     model = torch.nn.MultiheadAttention(dim, heads, batch_first=True)  # the block's attention, as the text defines it
     model.load_state_dict({"in_proj_weight": torch.cat([first[f"self.{n}.weight"] for n in ("query", "key", "value")]),
                            "in_proj_bias": torch.cat([first[f"self.{n}.bias"] for n in ("query", "key", "value")]),

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import describe, _tensor, _close, _expect_unchanged, _backward_gradients, _parameter_names
+from .calling import describe, tensor, close_enough, expect_unchanged, backward_gradients, _parameter_names
 
 
 # ---- chapter 5: what the functions do to their arguments and to the gradients ----------------
@@ -14,7 +14,7 @@ def graph_leaves_adjacency(student, rng):
     for adjacency in (directed, directed.long(), directed * torch.from_numpy(rng.normal(size=(2, 4, 4)))):
         adjacency.diagonal(dim1=-2, dim2=-1).fill_(0)  # no self-loops yet: writing them in shows
         what = f"graph_mask(adjacency {describe(adjacency)}, no self-loops)"
-        got = _expect_unchanged(student, "graph_mask", (adjacency,), ("adjacency",), what, hint="write the self-loops "
+        got = expect_unchanged(student, "graph_mask", (adjacency,), ("adjacency",), what, hint="write the self-loops "
                                 "into a new tensor (`|` and torch.eye make new ones; torch.as_tensor returns the very "
                                 "tensor it is given)")
         expected = (adjacency != 0) | torch.eye(4, dtype=torch.bool)
@@ -32,13 +32,13 @@ def _expect_gradients(student, class_name, init, x, name="x"):
     module = student.call(class_name, *init, keep=True, _label=label)
     out = student.call(module, x, keep=True, _label=label)
     loss = student.call(out, method="sum", keep=True, _label=f"{label}({name}).sum()")
-    _backward_gradients(student, module, loss, _parameter_names(student, module, label), label,
+    backward_gradients(student, module, loss, _parameter_names(student, module, label), label,
                         f"{label} on {name} {describe(x)}: its output's sum().backward()")
 
 
 @stated("05-self-masked", "CausalSelfAttention", "trainable: sum(output).backward() gives every parameter a gradient")
 def layer_gradients(student, rng):
-    _expect_gradients(student, "CausalSelfAttention", (8, 2), _tensor(rng, (2, 5, 8)))
+    _expect_gradients(student, "CausalSelfAttention", (8, 2), tensor(rng, (2, 5, 8)))
 
 
 @stated("05-self-masked", "TinyLM", "trainable: sum(logits).backward() gives every parameter a gradient")
@@ -81,7 +81,7 @@ def _expect_greedy(student, model, prompt, got, what, label):
     own = torch.as_tensor(np.asarray(student.call(model, tokens[:, :-1], _label=label)))[:, n0 - 1:]
     if logits.shape != own.shape:
         differs = f"logits {describe(logits)}, expected shape {tuple(own.shape)}"
-    elif not _close(logits, own, 1e-4, 1e-5):
+    elif not close_enough(logits, own, 1e-4, 1e-5):
         index = tuple(int(i) for i in torch.nonzero(~torch.isclose(logits.double(), own.double(), 1e-4, 1e-5))[0])
         differs = f"logits{list(index)} is {logits[index].item():.6g}, expected {own[index].item():.6g}"
     elif not torch.equal(tokens[:, n0:], own.argmax(-1)):

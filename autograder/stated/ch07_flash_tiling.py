@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import describe, _tensor, _close, _expect_unchanged
+from .calling import describe, tensor, close_enough, expect_unchanged
 
 
 # ---- chapter 7: tiled_attention ---------------------------------------------------------------
@@ -45,7 +45,7 @@ def expect_attention(got, expected, q, v, what, rows=None, rtol=1e-10, atol=1e-1
         "skipped, not masked (NaN in keys and values a query block never sees leaves its output clean)", known=True)
 def tiled_skips(student, rng, known):
     import torch
-    q, k, v = known.given("q, k, v", lambda: tuple(_tensor(rng, (1, 48, 8), torch.float64) for _ in range(3)))
+    q, k, v = known.given("q, k, v", lambda: tuple(tensor(rng, (1, 48, 8), torch.float64) for _ in range(3)))
     expected = known.answer("tiled_attention", q, k, v, causal=True)
     k_nan, v_nan = k.clone(), v.clone()
     k_nan[..., 16:, :], v_nan[..., 16:, :] = math.nan, math.nan  # never seen by queries 0 ... 15
@@ -65,7 +65,7 @@ def tiled_dtypes(student, rng, known):
     for dtype, tolerance in ((torch.float32, (1e-4, 1e-5)), (torch.float16, (1e-2, 1e-2))):
         for causal in (False, True):
             q, k, v = known.given(f"q, k, v {str(dtype)[6:]} causal={causal}",
-                                  lambda: tuple(_tensor(rng, (2, n, 8), dtype) for n in (40, 33, 33)))
+                                  lambda: tuple(tensor(rng, (2, n, 8), dtype) for n in (40, 33, 33)))
             expected = known.answer("tiled_attention", q.double(), k.double(), v.double(), causal=causal)
             got = student.call("tiled_attention", q, k, v, block_q=16, block_k=16, causal=causal)
             expect_attention(got, expected, q, v, f"tiled_attention(q, k, v of shapes (2, 40, 8), (2, 33, 8), (2, 33, 8), "
@@ -81,7 +81,7 @@ def memory_inputs(seed):
     """q, k, v of the memory rule, float32 (1, N, D), from one seed (a known answer stores the seed,
     not 1.5 MB of inputs)."""
     generator = np.random.default_rng(seed)
-    return tuple(_tensor(generator, (1, MEMORY_N, MEMORY_D)) for _ in range(3))
+    return tuple(tensor(generator, (1, MEMORY_N, MEMORY_D)) for _ in range(3))
 
 
 @stated("07-flash-tiling", "tiled_attention", "holds one block_q x block_k tile of scores at a time (N = 8192: under "
@@ -98,7 +98,7 @@ def tiled_memory(student, rng, known):
     # generator of their own, unrelated to the run's seed, and each measured call's from a seed
     # drawn from the run's seed (`rng`): no call's inputs tell anything of a measured call's, so no
     # call can compute a measured call's answer in advance and serve it from a cache.
-    warm_up = [_tensor(np.random.default_rng(i), (1, 2 * MEMORY_BLOCK, MEMORY_D)) for i in range(3)]
+    warm_up = [tensor(np.random.default_rng(i), (1, 2 * MEMORY_BLOCK, MEMORY_D)) for i in range(3)]
     student.call("tiled_attention", *warm_up, block_q=MEMORY_BLOCK, block_k=MEMORY_BLOCK, _time_limit=60, _label=label)
     # Up to three measurements, the lowest kept: a collection of earlier garbage during a call, seen
     # by the watcher on a busy machine, reads as a rise of a few MB; a whole matrix is there every time.
@@ -131,11 +131,11 @@ def online_leaves_x(student, rng):
     for dtype in (np.float64, np.float32):
         x = rng.normal(0, 3, (3, 10)).astype(dtype)
         what = f"online_softmax(x {describe(x)}, 4)"
-        got = _expect_unchanged(student, "online_softmax", (x,), ("x",), what, block_size=4)
+        got = expect_unchanged(student, "online_softmax", (x,), ("x",), what, block_size=4)
         weights = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
         expected = weights / weights.sum(axis=-1, keepdims=True)  # softmax along the last axis, as the text defines it
         if not (isinstance(got, np.ndarray) and got.shape == x.shape and got.dtype.kind == "f"
-                and _close(got, expected, 1e-5, 1e-7)):
+                and close_enough(got, expected, 1e-5, 1e-7)):
             raise CheckFailure(f"{what} returned {describe(got)}, not the softmax of x along its last axis (tolerance "
                                "rtol=1e-5, atol=1e-7): whether it leaves x as it was is judged on a right result")
 
@@ -143,10 +143,10 @@ def online_leaves_x(student, rng):
 @stated("07-flash-tiling", "tiled_attention", "the caller's q, k and v are left as they were (causal)", known=True)
 def tiled_leaves_inputs(student, rng, known):
     import torch
-    q, k, v = known.given("q, k, v", lambda: tuple(_tensor(rng, (2, n, 8), torch.float64) for n in (12, 20, 20)))
+    q, k, v = known.given("q, k, v", lambda: tuple(tensor(rng, (2, n, 8), torch.float64) for n in (12, 20, 20)))
     what = ("tiled_attention(q, k, v of shapes (2, 12, 8), (2, 20, 8), (2, 20, 8), float64, block_q=8, block_k=8, "
             "causal=True)")
-    got = _expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), what,
+    got = expect_unchanged(student, "tiled_attention", (q, k, v), ("q", "k", "v"), what,
                             block_q=8, block_k=8, causal=True)
     expect_attention(got, known.answer("tiled_attention", q, k, v, causal=True), q, v,
                      what + " (whether it leaves q, k and v as they were is judged on a right result)")

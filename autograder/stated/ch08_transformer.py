@@ -5,8 +5,8 @@ import numpy as np
 
 from ..sandbox.calls import StudentError
 from .register import CheckFailure, stated
-from .calling import (describe, _tensor, _close, _expect_unchanged, _backward_gradients, _expect_parameters,
-                      _parameter_shapes)
+from .calling import (describe, tensor, close_enough, expect_unchanged, backward_gradients, expect_parameter_shapes,
+                      parameter_shapes)
 
 
 # ---- chapter 8: the caller's x, the gradients, RMSNorm as built -----------------------------------
@@ -16,9 +16,9 @@ from .calling import (describe, _tensor, _close, _expect_unchanged, _backward_gr
 def rope_leaves_x(student, rng, known):
     import torch
     for dtype in (torch.float32, torch.float64):
-        x = known.given(f"x {str(dtype)[6:]}", lambda: _tensor(rng, (2, 3, 5, 8), dtype))
+        x = known.given(f"x {str(dtype)[6:]}", lambda: tensor(rng, (2, 3, 5, 8), dtype))
         what = f"apply_rope(x {describe(x)}, positions {describe(torch.arange(5))})"
-        got = _expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), what,
+        got = expect_unchanged(student, "apply_rope", (x, torch.arange(5)), ("x", "positions"), what,
                                 hint="return a new tensor (torch.cat of the rotated halves), not x with its halves "
                                 "written over (x[..., :half] = ...)")
         _expect_formula(got, known.answer("apply_rope", x.double(), torch.arange(5)), what + " (whether it leaves x as it was is judged on a right "
@@ -40,14 +40,14 @@ def _expect_true_gradients(student, rng, class_name, init, x):
     module = student.call(made, method="double", keep=True, _label=label)
     state = _drawn(student, rng, module, label, torch.float64)
     names = list(state)
-    r = _tensor(rng, tuple(x.shape), torch.float64)
+    r = tensor(rng, tuple(x.shape), torch.float64)
     what = f"{label} with parameters the grader loaded into it, on x {describe(x)}: (r * output).sum().backward()"
     out = student.call(module, x, keep=True, _label=label)
     loss = student.call(student.call(out, r, method="mul", keep=True, _label=f"{label}(x) * r"), method="sum",
                         keep=True, _label=f"({label}(x) * r).sum()")
-    grads = _backward_gradients(student, module, loss, names, label, what)
+    grads = backward_gradients(student, module, loss, names, label, what)
     for name in names:
-        direction = _tensor(rng, tuple(state[name].shape), torch.float64)
+        direction = tensor(rng, tuple(state[name].shape), torch.float64)
         values = []
         for sign in (1, -1):
             student.call(module, {**state, name: state[name] + sign * GRADIENT_STEP * direction}, method="load_state_dict")
@@ -65,14 +65,14 @@ def _expect_true_gradients(student, rng, class_name, init, x):
         "(no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
 def gqa_gradients(student, rng):
     import torch
-    _expect_true_gradients(student, rng, "GroupedQueryAttention", (8, 4, 2), _tensor(rng, (2, 4, 8), torch.float64))
+    _expect_true_gradients(student, rng, "GroupedQueryAttention", (8, 4, 2), tensor(rng, (2, 4, 8), torch.float64))
 
 
 @stated("08-transformer", "DecoderBlock", "trainable: backward gives every parameter of the block, the norms' weights "
         "included, the gradient of forward (no torch.no_grad(), .detach() or .data on the way), in float64", weight=0.5)
 def block_gradients(student, rng):
     import torch
-    _expect_true_gradients(student, rng, "DecoderBlock", (8, 2, 1, 12), _tensor(rng, (2, 3, 8), torch.float64))
+    _expect_true_gradients(student, rng, "DecoderBlock", (8, 2, 1, 12), tensor(rng, (2, 3, 8), torch.float64))
 
 
 @stated("08-transformer", "DecoderBlock", "RMSNorm(dim) as built: weight initialised to ones, eps 1e-6 by default "
@@ -80,11 +80,11 @@ def block_gradients(student, rng):
 def rms_norm_as_built(student, rng):
     import torch
     for dtype in (torch.float32, torch.float64):
-        x = _tensor(rng, (3, 6), dtype, scale=1e-3)
+        x = tensor(rng, (3, 6), dtype, scale=1e-3)
         got = student.call("RMSNorm", 6, keep=True, _label="RMSNorm(6)")
         got = torch.as_tensor(np.asarray(student.call(got, x, _label="RMSNorm(6)")))
         expected = x.double() / torch.sqrt(x.double().pow(2).mean(dim=-1, keepdim=True) + 1e-6)
-        if got.dtype != dtype or not _close(got, expected, 1e-5 if dtype == torch.float32 else 1e-9, 0.0):
+        if got.dtype != dtype or not close_enough(got, expected, 1e-5 if dtype == torch.float32 else 1e-9, 0.0):
             said = _norm_evidence(got, x.double(), expected) if got.shape == x.shape else ""
             raise CheckFailure(f"RMSNorm(6), as built, on x {describe(x)}: got {describe(got)}"
                                + (f" ({got.flatten()[:3].tolist()} ...)" if got.shape == x.shape else "")
@@ -98,7 +98,7 @@ def _norm_evidence(got, x, expected):
     import torch
     got = got.double()
     centred = x - x.mean(dim=-1, keepdim=True)
-    if any(_close(got, centred / torch.sqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps), 1e-4, 0.0)
+    if any(close_enough(got, centred / torch.sqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps), 1e-4, 0.0)
            for eps in (1e-6, 1e-5, 1e-8, 0.0)):
         return "it subtracts each row's mean first (LayerNorm does; RMSNorm divides x by sqrt(mean(x^2) + eps) alone)"
     if bool((got == 0).all()):
@@ -121,7 +121,7 @@ def _norm_evidence(got, x, expected):
 def rope_relative(student, rng, known):
     import torch
     n, d_h = 6, 8
-    q, k = known.given("q, k", lambda: (_tensor(rng, (n, d_h), torch.float64), _tensor(rng, (n, d_h), torch.float64)))
+    q, k = known.given("q, k", lambda: (tensor(rng, (n, d_h), torch.float64), tensor(rng, (n, d_h), torch.float64)))
     scores = []
     for shift in (0, 13):
         positions = torch.arange(n) + shift
@@ -143,13 +143,13 @@ def _drawn(student, rng, module, label, dtype=None, scale=0.5, known=None):
     (register_buffer: an inv_freq, a mask) and are left as they are. With `known`, the values are
     the rule's input "state" (in `check`, the one its known answers were recorded with, for the
     parameters the module has as the reference has them: its parameters decide, as at grading)."""
-    shapes = _parameter_shapes(student, module, label)
+    shapes = parameter_shapes(student, module, label)
 
     def draw():
-        return {name: _tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
+        return {name: tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
     state = known.given("state", draw) if known else draw()
     state = {name: state[name] if name in state and tuple(state[name].shape) == tuple(shape)
-             else _tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
+             else tensor(rng, shape, dtype, scale=scale) for name, shape in shapes.items()}
     student.call(module, state, method="load_state_dict")
     return state
 
@@ -158,7 +158,7 @@ def _expect_state(student, class_name, init, expected):
     """`class_name(*init)` holds exactly the parameters `expected` ({name: shape}), as the text lists
     them; buffers (register_buffer, persistent or not) are its own business."""
     label = f"{class_name}{init}"
-    _expect_parameters(student, student.call(class_name, *init, keep=True, _label=label), label, expected)
+    expect_parameter_shapes(student, student.call(class_name, *init, keep=True, _label=label), label, expected)
 
 
 def _attention_shapes(dim, heads, kv_heads, prefix=""):
@@ -196,7 +196,7 @@ def _fed_in_pieces(student, rng, known, class_name, init, x, pieces, hint, whole
     expected = student.call(module, x, _label=label)
     right = whole(module, state, x, label)
     expected = torch.as_tensor(np.asarray(expected)) if isinstance(expected, (np.ndarray, torch.Tensor)) else expected
-    if not (isinstance(expected, torch.Tensor) and _close(expected, right, 1e-4, 1e-5)):
+    if not (isinstance(expected, torch.Tensor) and close_enough(expected, right, 1e-4, 1e-5)):
         shown = (f"largest difference {(expected - right).abs().max():.3g}" if isinstance(expected, torch.Tensor)
                  and expected.shape == right.shape else f"{describe(expected)}, expected shape {tuple(right.shape)}")
         raise CheckFailure(f"{label}, on x {describe(x)} fed whole without a cache: not the text's formula on the "
@@ -207,7 +207,7 @@ def _fed_in_pieces(student, rng, known, class_name, init, x, pieces, hint, whole
         got = student.call(module, x[:, start:stop], cache=cache, _label=f"{label} with a KVCache holding {start} tokens")
         got = torch.as_tensor(np.asarray(got))
         want = expected[:, start:stop]
-        if not _close(got, want, 1e-4, 1e-5):
+        if not close_enough(got, want, 1e-4, 1e-5):
             shown = (f"largest difference {(got - want).abs().max():.3g}" if got.shape == want.shape
                      else f"shape {tuple(got.shape)}, expected {tuple(want.shape)}")
             outputs = f"{start}" if stop == start + 1 else f"{start} to {stop - 1}"
@@ -220,7 +220,7 @@ def _fed_in_pieces(student, rng, known, class_name, init, x, pieces, hint, whole
         "continue after the cached tokens)", weight=1.5, known=True)
 def gqa_cache(student, rng, known):
     _fed_in_pieces(student, rng, known, "GroupedQueryAttention", (16, 4, 2),
-                   known.given("x", lambda: _tensor(rng, (2, 6, 16))), ((0, 3), (3, 4), (4, 6)),
+                   known.given("x", lambda: tensor(rng, (2, 6, 16))), ((0, 3), (3, 4), (4, 6)),
                    "the new tokens are at positions L, ..., L + N - 1; rotate the new keys at those positions, then "
                    "append them", lambda module, state, x, label: _gqa_answer(known, state, x, 4, 2, label))
 
@@ -236,7 +236,7 @@ def gqa_caches_rotated_keys(student, rng, known):
     state = _drawn(student, rng, module, label, known=known)
     if "k_proj.weight" not in state:
         raise CheckFailure(f"{label}: its parameters lack k_proj.weight")
-    x = known.given("x", lambda: _tensor(rng, (2, 5, dim)))
+    x = known.given("x", lambda: tensor(rng, (2, 5, dim)))
     # the keys of the text, from the module's own k_proj: (B, G, N, d_h), rotated at positions 0 ... N - 1
     keys = known.answer("gqa_keys", state["k_proj.weight"], x, heads, kv_heads, rotated=False)
     expected = known.answer("gqa_keys", state["k_proj.weight"], x, heads, kv_heads, rotated=True)
@@ -248,7 +248,7 @@ def gqa_caches_rotated_keys(student, rng, known):
                 f"cache.k")
         plain = keys[..., :stop, :]
         unrotated = (isinstance(got, (np.ndarray, torch.Tensor)) and tuple(np.shape(got)) == tuple(plain.shape)
-                     and _close(torch.as_tensor(np.asarray(got)), plain, 1e-4, 1e-5))
+                     and close_enough(torch.as_tensor(np.asarray(got)), plain, 1e-4, 1e-5))
         _expect_formula(got, expected[..., :stop, :], what, 1e-4, 1e-5, (
             "it holds the keys as k_proj gives them, un-rotated: rotate the new keys at positions L, ..., L + N - 1, "
             "then append them (rotating the whole cache after appending gives the same outputs, from another cache)"
@@ -269,7 +269,7 @@ def block_cache(student, rng, known):
     # x of about 10: the norms' outputs do not change with x's scale but eps's share does, 100 times
     # smaller; eps, judged by the RMSNorm rule, then cannot fail this rule for some seeds and not others
     _fed_in_pieces(student, rng, known, "DecoderBlock", (16, 4, 2, 24),
-                   known.given("x", lambda: _tensor(rng, (2, 5, 16), scale=10.0)), ((0, 2), (2, 5)),
+                   known.given("x", lambda: tensor(rng, (2, 5, 16), scale=10.0)), ((0, 2), (2, 5)),
                    "pass the cache to the attention",
                    lambda module, state, x, label: _block_answers(student, known, module, state, x, label)["text"])
 
@@ -295,7 +295,7 @@ def _expect_formula(got, expected, what, rtol, atol, hint, dtype=None):
     if got.dtype != dtype or got.shape != expected.shape:
         raise CheckFailure(f"{what}: expected {str(dtype)[6:]} {tuple(expected.shape)}, got {got.dtype} "
                            f"{tuple(got.shape)}")
-    if not _close(got, expected, rtol, atol):
+    if not close_enough(got, expected, rtol, atol):
         bad = ~torch.isclose(got.double(), expected, rtol=rtol, atol=atol)
         index = tuple(int(i) for i in torch.nonzero(bad)[0])
         said = hint(got) if callable(hint) else hint
@@ -336,12 +336,12 @@ def sinusoidal_long(student, rng, known):
         if _within_float32_angles(seen, expected, angle, 1.0):
             return ("the differences grow with the position as float32 angles' do: compute position * base^(-2i/dim) "
                     "in float64 (torch.arange(n, dtype=torch.float64)), and convert to float32 only at the end")
-        if _close(seen, sines_first, 1e-3, 1e-3):
+        if close_enough(seen, sines_first, 1e-3, 1e-3):
             return ("all the sines come first, then all the cosines: the text interleaves them, sin at even features, "
                     "cos at odd ones")
         return ""
     seen = got[rows]
-    if not _close(seen, expected, 1e-5, 1e-5):
+    if not close_enough(seen, expected, 1e-5, 1e-5):
         bad = ~torch.isclose(seen.double(), expected, rtol=1e-5, atol=1e-5)
         row, feature = (int(i) for i in torch.nonzero(bad)[0])
         said = hint(seen)
@@ -355,7 +355,7 @@ def sinusoidal_long(student, rng, known):
         "float64, then cos and sin converted", weight=0.5, known=True)
 def rope_long(student, rng, known):
     import torch
-    x, positions = known.given("x, positions", lambda: (_tensor(rng, (2, 6, 16)),
+    x, positions = known.given("x, positions", lambda: (tensor(rng, (2, 6, 16)),
                                                        torch.from_numpy(rng.integers(0, 100_000, size=6))))
     expected, half = known.answer("apply_rope", x.double(), positions), x.shape[-1] // 2
     neighbours = known.answer("rope_neighbours", x.double(), positions)  # Meta's pairs, for the evidence
@@ -366,7 +366,7 @@ def rope_long(student, rng, known):
         if _within_float32_angles(got, expected, angle, moved):
             return ("the differences are what float32 angles give (off by up to 1e-3 at these positions): compute "
                     "position * theta_i in float64, then convert cos and sin to x's dtype")
-        if _close(got, neighbours, 1e-2, 1e-2):
+        if close_enough(got, neighbours, 1e-2, 1e-2):
             return ("it pairs neighbouring features (2i, 2i + 1), as Meta's Llama code does; the text's convention "
                     "(GPT-NeoX's, and transformers') rotates feature i with feature i + d_h/2")
         return ""
@@ -414,7 +414,7 @@ def _block_evidence(student, known, block, state, x, got, label, answers):
         normed = torch.as_tensor(np.asarray(student.call(attn_norm, x, _label=f"{label}.attn_norm")))
     except StudentError:
         normed = None
-    if isinstance(normed, torch.Tensor) and not _close(normed, known.answer("rms_norm", x, state["attn_norm.weight"]),
+    if isinstance(normed, torch.Tensor) and not close_enough(normed, known.answer("rms_norm", x, state["attn_norm.weight"]),
                                                        1e-4, 1e-5):
         return ("its attn_norm, on x, is not weight * x / sqrt(mean(x^2) + eps): the block is judged with the norm "
                 "the text defines (the RMSNorm checks say what differs)")
@@ -422,7 +422,7 @@ def _block_evidence(student, known, block, state, x, got, label, answers):
                                          "gate branch"),
                           ("norm_added", "it adds each norm's output to its sub-layer's: pre-norm adds the sub-layer's "
                                          "output to the norm's input, x + attention(attn_norm(x))")):
-        if _close(got, answers[variant], 1e-4, 1e-5):
+        if close_enough(got, answers[variant], 1e-4, 1e-5):
             return said
     return ""
 
@@ -437,11 +437,11 @@ def block_formula(student, rng, known):
     block = student.call("DecoderBlock", dim, heads, kv_heads, hidden, keep=True, _label=label)
     state = _drawn(student, rng, block, label, known=known)
     _expect_block_names(state, label)
-    x = known.given("x", lambda: _tensor(rng, (2, 4, dim), scale=10.0))  # eps's share 100 times smaller, as in block_cache
+    x = known.given("x", lambda: tensor(rng, (2, 4, dim), scale=10.0))  # eps's share 100 times smaller, as in block_cache
     answers = _block_answers(student, known, block, state, x, label)
     expected = answers["text"]
     got = torch.as_tensor(np.asarray(student.call(block, x, _label=label)))
-    if not _close(got, expected, 1e-4, 1e-5):
+    if not close_enough(got, expected, 1e-4, 1e-5):
         shown = (f"largest difference {(got - expected).abs().max():.3g}" if got.shape == expected.shape
                  else f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
         said = _block_evidence(student, known, block, state, x, got, label, answers) if got.shape == expected.shape else ""

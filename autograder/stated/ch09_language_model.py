@@ -3,7 +3,7 @@ clipping as PyTorch computes them, and the device rule of the exercises on tenso
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import StudentError, describe, _tensor, _close
+from .calling import StudentError, describe, tensor, close_enough
 
 ASSIGNMENT = "09-language-model"
 
@@ -96,8 +96,8 @@ def _loss_inputs(rng):
     targets = torch.from_numpy(rng.integers(0, 9, size=(3, 4)))
     targets[0, 0] = targets[2, 3] = -100
     big = torch.from_numpy(rng.choice([-1e4, 1e4], size=(5, 9)))
-    return [(_tensor(rng, (3, 4, 9), scale=3.0), targets, -100),
-            (_tensor(rng, (5, 9), torch.float64), torch.from_numpy(rng.integers(0, 9, size=5)), 2),
+    return [(tensor(rng, (3, 4, 9), scale=3.0), targets, -100),
+            (tensor(rng, (5, 9), torch.float64), torch.from_numpy(rng.integers(0, 9, size=5)), 2),
             (big.float(), torch.from_numpy(rng.integers(0, 9, size=5)), -100),
             (big, torch.from_numpy(rng.integers(0, 9, size=5)), -100)]
 
@@ -117,7 +117,7 @@ def loss_is_torchs(student, rng):
         # roundings of the largest logit (measured: 3e-4 on 2 seeds of 40, where 1e-6 failed the reference)
         atol = max(1e-6, 2 * logits.abs().max().item() * torch.finfo(logits.dtype).eps)
         if not (isinstance(got, torch.Tensor) and got.dtype == logits.dtype and got.shape == ()
-                and _close(got, expected, 1e-5, atol)):
+                and close_enough(got, expected, 1e-5, atol)):
             raise CheckFailure(f"{what} returned {describe(got)}, expected the {str(logits.dtype)[6:]} 0-dimensional "
                                f"tensor {expected.item():.8g} (F.cross_entropy's): the mean over the targets that are "
                                "not ignore_index of logsumexp(logits) - logits[target], in the logits' dtype")
@@ -128,7 +128,7 @@ def loss_is_torchs(student, rng):
 def loss_gradient(student, rng):
     import torch
     import torch.nn.functional as F
-    logits, targets = _tensor(rng, (2, 5, 7), torch.float64), torch.from_numpy(rng.integers(0, 7, size=(2, 5)))
+    logits, targets = tensor(rng, (2, 5, 7), torch.float64), torch.from_numpy(rng.integers(0, 7, size=(2, 5)))
     targets[1, 2] = -100
     what = f"cross_entropy(logits {describe(logits)}, targets {describe(targets)}).backward()"
     leaf = student.call("torch", logits, method="clone", keep=True, _label="logits")
@@ -145,7 +145,7 @@ def loss_gradient(student, rng):
     got = None if grad is None else torch.as_tensor(np.asarray(grad))
     # within float32's rounding (1.6e-8 at most over 500 seeds): a loss computed in float32 is charged
     # once, by the rule on its value's dtype; at 1e-9 it failed here too, on 93 % of seeds
-    if got is None or not _close(got, reference.grad, 1e-6, 1e-7):
+    if got is None or not close_enough(got, reference.grad, 1e-6, 1e-7):
         raise CheckFailure(f"{what}: logits.grad is {describe(got)}, not F.cross_entropy's gradient "
                            f"({describe(reference.grad)}): softmax(logits) minus one at the target, over the number of "
                            "targets kept, and zero on the ignored rows")
@@ -193,9 +193,9 @@ CLIP_FORBIDDEN = {
 def clip_is_torchs(student, rng):
     import torch
     for max_norm, scale in ((0.5, 1.0), (1e3, 1.0), (1.0, 0.01)):
-        state = {f"{i}.{k}": _tensor(rng, shape, scale=scale) for i, sizes in enumerate(((4, 3), (3, 2)))
+        state = {f"{i}.{k}": tensor(rng, shape, scale=scale) for i, sizes in enumerate(((4, 3), (3, 2)))
                  for k, shape in (("weight", sizes[::-1]), ("bias", sizes[1:]))}
-        x = _tensor(rng, (5, 4))
+        x = tensor(rng, (5, 4))
         state["r"] = rng.normal(0, 1, (5, 2)).astype(np.float32)
         label = f"clip_grad_norm_(parameters, {max_norm})"
         handles, names = _linear_with_gradients(student, rng, state, x, label)
@@ -212,7 +212,7 @@ def clip_is_torchs(student, rng):
         what = f"{label} with the gradients of two nn.Linear layers (0.bias without one)"
         got = student.call("clip_grad_norm_", handles, max_norm, _label=what, _forbid=CLIP_FORBIDDEN)
         got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor, float)) else got
-        if not (isinstance(got, torch.Tensor) and got.shape == () and _close(got, expected, 1e-5, 1e-7)):
+        if not (isinstance(got, torch.Tensor) and got.shape == () and close_enough(got, expected, 1e-5, 1e-7)):
             raise CheckFailure(f"{what} returned {describe(got)}, expected the total norm before clipping, a "
                                f"0-dimensional tensor {expected.item():.6g} (torch.nn.utils.clip_grad_norm_'s)")
         for handle, name, parameter in zip(handles, names, mine):
@@ -223,7 +223,7 @@ def clip_is_torchs(student, rng):
                                        "parameters whose .grad is None")
                 continue
             got_grad = None if grad is None else torch.as_tensor(np.asarray(grad))
-            if got_grad is None or not _close(got_grad, parameter.grad, 1e-5, 1e-7):
+            if got_grad is None or not close_enough(got_grad, parameter.grad, 1e-5, 1e-7):
                 if got_grad is not None and got_grad.shape == parameter.grad.shape:
                     bad = ~torch.isclose(got_grad.double(), parameter.grad.double(), rtol=1e-5, atol=1e-7)
                     index = tuple(int(i) for i in torch.nonzero(bad)[0])
@@ -257,7 +257,7 @@ READERS = ("attention.q_proj.weight", "attention.k_proj.weight", "attention.v_pr
 def decay_on_matrices(student, rng):
     import torch
     shapes = _lm_shapes(*TRAIN_LM)
-    state = {n: (torch.from_numpy(rng.uniform(0.5, 1.5, s)).float() if len(s) == 1 else _tensor(rng, s, scale=0.3))
+    state = {n: (torch.from_numpy(rng.uniform(0.5, 1.5, s)).float() if len(s) == 1 else tensor(rng, s, scale=0.3))
              for n, s in shapes.items()}
     silent = int(rng.integers(0, TRAIN_LM[1]))
     state["embed.weight"][:, silent] = 0.0
@@ -328,8 +328,8 @@ def _device_cases():
         import torch
         targets = tokens(rng, 7, (2, 5))
         targets[0, 1] = -100
-        return [[on("cross_entropy", _tensor(rng, (2, 5, 7)), targets)],
-                [on("cross_entropy", _tensor(rng, (4, 7), torch.float64), tokens(rng, 7, (4,)))]]
+        return [[on("cross_entropy", tensor(rng, (2, 5, 7)), targets)],
+                [on("cross_entropy", tensor(rng, (4, 7), torch.float64), tokens(rng, 7, (4,)))]]
 
     def filter_cases(make, rng):
         import torch
@@ -337,8 +337,8 @@ def _device_cases():
         # top-p) keeps 3 of each row, the other order 4, whatever the draw, so that every grader
         # (each draws its own seed) judges the values alike
         row = torch.tensor([1.5, 1.45, 1.4, 0.0] + [-0.01 * i for i in range(1, 9)])
-        led = torch.stack([row[torch.from_numpy(rng.permutation(12))] for _ in range(2)]) + _tensor(rng, (2, 12), scale=1e-3)
-        return [[on("filter_logits", led, 0.7, 4, 0.9)], [on("filter_logits", _tensor(rng, (3, 9)))]]
+        led = torch.stack([row[torch.from_numpy(rng.permutation(12))] for _ in range(2)]) + tensor(rng, (2, 12), scale=1e-3)
+        return [[on("filter_logits", led, 0.7, 4, 0.9)], [on("filter_logits", tensor(rng, (3, 9)))]]
 
     def generate_cases(make, rng):
         model = make("LlamaLM", 24, 16, 2, 4, 2, 24, scale=0.8)

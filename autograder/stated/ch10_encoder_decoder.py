@@ -4,7 +4,7 @@ tensors."""
 import numpy as np
 
 from .register import CheckFailure, stated
-from .calling import StudentError, describe, _tensor, _close
+from .calling import StudentError, describe, tensor, close_enough, expect_parameter_shapes
 
 ASSIGNMENT = "10-encoder-decoder"
 
@@ -34,16 +34,11 @@ def _model_shapes(vocab, dim, layers, heads, ffn):
     return shapes
 
 
-def _expect_parameters(student, label, target, args, expected):
+def _made_with_parameters(student, label, target, args, expected):
+    """`target(*args)`, made in the student's process, holds exactly the parameters `expected` (its buffers are
+    its own); returns its handle."""
     handle = student.call(target, *args, keep=True, _label=label)
-    state = student.call(handle, method="state_dict", _label=label)
-    found = {n: tuple(np.shape(v)) for n, v in state.items()} if isinstance(state, dict) else state
-    if found != expected:
-        missing = sorted(set(expected) - set(found)) if isinstance(found, dict) else []
-        extra = sorted(set(found) - set(expected)) if isinstance(found, dict) else []
-        shown = (f"missing {', '.join(missing) or 'nothing'}; not in the text: {', '.join(extra) or 'nothing'}"
-                 if missing or extra else f"found {found}")
-        raise CheckFailure(f"{label} should hold exactly the parameters {expected} (name: shape): {shown}")
+    expect_parameter_shapes(student, handle, label, expected)
     return handle
 
 
@@ -51,21 +46,21 @@ def _expect_parameters(student, label, target, args, expected):
         "and no other parameter", weight=0.5)
 def cross_parameters(student, rng):
     shapes = {name.removeprefix("."): shape for name, shape in _attention_shapes("", 16).items()}
-    _expect_parameters(student, "CrossAttention(16, 4)", "CrossAttention", (16, 4), shapes)
+    _made_with_parameters(student, "CrossAttention(16, 4)", "CrossAttention", (16, 4), shapes)
 
 
 @stated(ASSIGNMENT, "EncoderLayer", "EncoderLayer: self_attn, self_attn_norm, fc1, fc2, ffn_norm; DecoderLayer: also "
         "cross_attn and cross_attn_norm; no other parameter", weight=0.5)
 def layer_parameters(student, rng):
     for name, decoder in (("EncoderLayer", False), ("DecoderLayer", True)):
-        _expect_parameters(student, f"{name}(16, 4, 24)", name, (16, 4, 24), _layer_shapes("", 16, 24, decoder))
+        _made_with_parameters(student, f"{name}(16, 4, 24)", name, (16, 4, 24), _layer_shapes("", 16, 24, decoder))
 
 
 @stated(ASSIGNMENT, "Transformer", "embed, encoder_layers, decoder_layers (num_layers each), lm_head (dim -> "
         "vocab_size, no bias) whose weight is embed.weight, one nn.Parameter; no other parameter", weight=0.5)
 def model_parameters(student, rng):
     label = "Transformer(30, 16, 2, 4, 24)"
-    handle = _expect_parameters(student, label, "Transformer", (30, 16, 2, 4, 24), _model_shapes(30, 16, 2, 4, 24))
+    handle = _made_with_parameters(student, label, "Transformer", (30, 16, 2, 4, 24), _model_shapes(30, 16, 2, 4, 24))
     ids = []
     for name in ("lm_head.weight", "embed.weight"):
         parameter = student.call(handle, name, method="get_parameter", keep=True, _label=f"{label}.{name}")
@@ -91,9 +86,9 @@ def _smoothing_inputs(rng):
     targets = torch.from_numpy(rng.integers(0, 9, size=(3, 4)))
     targets[0, 0] = targets[2, 3] = -100
     big = torch.from_numpy(rng.choice([-1e4, 1e4], size=(5, 9)))
-    return [(_tensor(rng, (3, 4, 9), scale=3.0), targets, 0.1, -100),
-            (_tensor(rng, (5, 9), torch.float64), torch.from_numpy(rng.integers(0, 9, size=5)), 0.25, 2),
-            (_tensor(rng, (4, 7)), torch.from_numpy(rng.integers(0, 7, size=4)), 0.0, -100),
+    return [(tensor(rng, (3, 4, 9), scale=3.0), targets, 0.1, -100),
+            (tensor(rng, (5, 9), torch.float64), torch.from_numpy(rng.integers(0, 9, size=5)), 0.25, 2),
+            (tensor(rng, (4, 7)), torch.from_numpy(rng.integers(0, 7, size=4)), 0.0, -100),
             (big, torch.from_numpy(rng.integers(0, 9, size=5)), 0.1, -100)]
 
 
@@ -113,7 +108,7 @@ def smoothing_is_torchs(student, rng):
         got = torch.as_tensor(np.asarray(got)) if isinstance(got, (np.ndarray, torch.Tensor)) else got
         atol = max(1e-6, 2 * logits.abs().max().item() * torch.finfo(logits.dtype).eps)
         if not (isinstance(got, torch.Tensor) and got.dtype == logits.dtype and got.shape == ()
-                and _close(got, expected, 1e-5, atol)):
+                and close_enough(got, expected, 1e-5, atol)):
             raise CheckFailure(f"{what} returned {describe(got)}, expected the {str(logits.dtype)[6:]} 0-dimensional "
                                f"tensor {expected.item():.8g} (F.cross_entropy's with label_smoothing): the mean over "
                                "the targets that are not ignore_index of -(1 - epsilon) log p[target] - epsilon "
@@ -125,7 +120,7 @@ def smoothing_is_torchs(student, rng):
 def smoothing_gradient(student, rng):
     import torch
     import torch.nn.functional as F
-    logits, targets = _tensor(rng, (2, 5, 7), torch.float64), torch.from_numpy(rng.integers(0, 7, size=(2, 5)))
+    logits, targets = tensor(rng, (2, 5, 7), torch.float64), torch.from_numpy(rng.integers(0, 7, size=(2, 5)))
     targets[1, 2] = -100
     what = f"label_smoothed_cross_entropy(logits {describe(logits)}, targets {describe(targets)}, 0.2).backward()"
     leaf = student.call("torch", logits, method="clone", keep=True, _label="logits")
@@ -141,7 +136,7 @@ def smoothing_gradient(student, rng):
     reference = logits.clone().requires_grad_(True)
     F.cross_entropy(reference.reshape(-1, 7), targets.reshape(-1), label_smoothing=0.2).backward()
     got = None if grad is None else torch.as_tensor(np.asarray(grad))
-    if got is None or not _close(got, reference.grad, 1e-6, 1e-7):
+    if got is None or not close_enough(got, reference.grad, 1e-6, 1e-7):
         raise CheckFailure(f"{what}: logits.grad is {describe(got)}, not F.cross_entropy's gradient with "
                            f"label_smoothing=0.2 ({describe(reference.grad)}): softmax(logits) minus the smoothed "
                            "target distribution, over the number of targets kept, and zero on the ignored rows")
@@ -162,7 +157,7 @@ def _device_cases():
         return torch.from_numpy(np.arange(n) < rng.integers(1, n + 1, size=batch)[:, None])
 
     def cross_cases(make, rng):
-        module, x, memory, cache = make("CrossAttention", 16, 4), _tensor(rng, (2, 3, 16)), _tensor(rng, (2, 5, 16)), \
+        module, x, memory, cache = make("CrossAttention", 16, 4), tensor(rng, (2, 3, 16)), tensor(rng, (2, 5, 16)), \
             Fresh("KVCache")
         real = padding(rng, 2, 5)
         return [[on(module, x, memory, real)], [on(module, x[:, :1], memory, real, cache),
@@ -170,7 +165,7 @@ def _device_cases():
 
     def layer_cases(make, rng):
         encoder, decoder = make("EncoderLayer", 16, 4, 24), make("DecoderLayer", 16, 4, 24, scale=0.5)
-        x, memory, real = _tensor(rng, (2, 4, 16)), _tensor(rng, (2, 5, 16)), padding(rng, 2, 5)
+        x, memory, real = tensor(rng, (2, 4, 16)), tensor(rng, (2, 5, 16)), padding(rng, 2, 5)
         held = (Fresh("KVCache"), Fresh("KVCache"))
         return [[on(encoder, memory, real)], [on(decoder, x, memory, real)],
                 [on(decoder, x[:, :2], memory, real, held), on(decoder, x[:, 2:], memory, real, held)]]
@@ -184,8 +179,8 @@ def _device_cases():
         import torch
         targets = tokens(rng, 7, (2, 5))
         targets[0, 1] = -100
-        return [[on("label_smoothed_cross_entropy", _tensor(rng, (2, 5, 7)), targets, 0.1)],
-                [on("label_smoothed_cross_entropy", _tensor(rng, (4, 7), torch.float64), tokens(rng, 7, (4,)), 0.2)]]
+        return [[on("label_smoothed_cross_entropy", tensor(rng, (2, 5, 7)), targets, 0.1)],
+                [on("label_smoothed_cross_entropy", tensor(rng, (4, 7), torch.float64), tokens(rng, 7, (4,)), 0.2)]]
 
     def decoding_cases(make, rng):
         model = make("Transformer", 20, 16, 1, 4, 24, "relu", 19, 0, scale=0.5)
@@ -193,7 +188,7 @@ def _device_cases():
         return [[on("greedy_translate", model, sources, 4)], [on("beam_search", model, sources, 2, 4)]]
 
     def patch_cases(make, rng):
-        return [[on("patch_embed", _tensor(rng, (2, 3, 8, 12)), 4)], [on("patch_embed", _tensor(rng, (1, 1, 6, 6)), 3)]]
+        return [[on("patch_embed", tensor(rng, (2, 3, 8, 12)), 4)], [on("patch_embed", tensor(rng, (1, 1, 6, 6)), 3)]]
 
     device_rule(ASSIGNMENT, "CrossAttention", cross_cases, DEVICE_CHECK + ", with a padding mask and a cache too")
     device_rule(ASSIGNMENT, "EncoderLayer", layer_cases, DEVICE_CHECK + " (both layers, the decoder's caches too)")

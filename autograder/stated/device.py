@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..sandbox.emulated import NAME as DEVICE
-from .calling import Shown, StudentError, called, describe, _tensor
+from .calling import Shown, StudentError, called, describe, tensor
 from .register import CheckFailure, rng_for
 
 DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
@@ -108,12 +108,17 @@ class DeviceRule:
     weight: float
     cases: callable  # cases(make, rng) -> [[On]]
 
+    @property
+    def key(self):
+        """The rule's stable name, which seeds its inputs: not its sentence's."""
+        return f"{self.assignment}/{self.exercise}/device"
+
     def run(self, student, rng=None, env=OwnCode()):
         """Each sequence of `cases` on the CPU, then on the emulated GPU (fresh objects each time), compared call
         by call (the CPU first: a call that fails there too tells nothing of devices); then
         `env.values` (`grade`: the reference's values on the CPU). `rng`: the run seed's, as `check`
         draws it, unless `grade` gives its own."""
-        rng = rng if rng is not None else rng_for(f"{self.assignment}/{self.exercise}/{self.name}", secret=True)
+        rng = rng if rng is not None else rng_for(self.key, secret=True)
         for sequence in self.cases(Maker(student, rng, env), rng):
             on_cpu = _run(student, sequence, "cpu")
             on_device = _run(student, sequence, DEVICE)
@@ -285,13 +290,13 @@ def _tokens(rng, vocab, shape):
 def _pool_cases(make, rng):
     cases = []
     for shape in ((3, 5, 4), (2, 7, 3)):
-        x, scores = _tensor(rng, shape), _tensor(rng, shape[:-1], scale=2.0)
+        x, scores = tensor(rng, shape), tensor(rng, shape[:-1], scale=2.0)
         cases += [[on("attention_pool", x, scores)], [on("attention_pool", x, scores, _padding(rng, shape[:-1]))]]
     return cases
 
 
 def _gap_cases(make, rng):
-    module, x = make("GlobalAttentionPooling", 4), _tensor(rng, (2, 5, 4))
+    module, x = make("GlobalAttentionPooling", 4), tensor(rng, (2, 5, 4))
     return [[on(module, x)], [on(module, x, _padding(rng, (2, 5)))]]
 
 
@@ -319,23 +324,23 @@ device_rule("02-global-attention", "attention_mass", _mass_cases)
 # ---- chapter 3 -----------------------------------------------------------------------------------
 
 def _lookup_cases(make, rng):
-    return [[on("soft_lookup", _tensor(rng, (3,)), _tensor(rng, (6, 3)), _tensor(rng, (6, 2)), 0.5)],
-            [on("soft_lookup", _tensor(rng, (7, 3)), _tensor(rng, (5, 3)), _tensor(rng, (5, 4)), 1.0)]]
+    return [[on("soft_lookup", tensor(rng, (3,)), tensor(rng, (6, 3)), tensor(rng, (6, 2)), 0.5)],
+            [on("soft_lookup", tensor(rng, (7, 3)), tensor(rng, (5, 3)), tensor(rng, (5, 4)), 1.0)]]
 
 
 def _scores_cases(name):
-    return lambda make, rng: [[on(name, _tensor(rng, (2, 3, 5)), _tensor(rng, (2, 4, 5)))]]
+    return lambda make, rng: [[on(name, tensor(rng, (2, 3, 5)), tensor(rng, (2, 4, 5)))]]
 
 
 def _score_module_cases(class_name, *init):
     def cases(make, rng):
         module = make(class_name, *init, by_shape=True)
-        return [[on(module, _tensor(rng, (2, 4, 3)), _tensor(rng, (2, 6, 5)))]]
+        return [[on(module, tensor(rng, (2, 4, 3)), tensor(rng, (2, 6, 5)))]]
     return cases
 
 
 def _masked_softmax_cases(make, rng):
-    scores, empty = _tensor(rng, (2, 3, 5)), _mask(rng, (2, 3, 5))
+    scores, empty = tensor(rng, (2, 3, 5)), _mask(rng, (2, 3, 5))
     empty[0, 1] = False  # a row with every key masked
     return [[on("masked_softmax", scores)], [on("masked_softmax", scores, empty)],
             [on("masked_softmax", scores, _mask(rng, (5,)))]]
@@ -346,7 +351,7 @@ def _attention_cases(make, rng):
     cases = []
     for batch, dtype, masks in (((), torch.float32, [None]), ((2, 3), torch.float64, ["full", "shared"])):
         nq, nk, dk, dv = _sizes(rng, 4)
-        q, k, v = (_tensor(rng, batch + shape, dtype) for shape in ((nq, dk), (nk, dk), (nk, dv)))
+        q, k, v = (tensor(rng, batch + shape, dtype) for shape in ((nq, dk), (nk, dk), (nk, dv)))
         for mask in masks:
             shape = batch + (nq, nk) if mask == "full" else (nq, nk)
             cases.append([on("attention", q, k, v, *([] if mask is None else [_mask(rng, shape, p=0.5)]))])
@@ -370,18 +375,18 @@ BERT_NAMES = ("attention.self.query", "attention.self.key", "attention.self.valu
 
 def _split_cases(make, rng):
     n, h, d_h = _sizes(rng, 3)
-    return [[on("split_heads", _tensor(rng, (2, n, h * d_h)), h)]]
+    return [[on("split_heads", tensor(rng, (2, n, h * d_h)), h)]]
 
 
 def _merge_cases(make, rng):
     n, h, d_h = _sizes(rng, 3)
-    return [[on("merge_heads", _tensor(rng, (2, h, n, d_h)))]]
+    return [[on("merge_heads", tensor(rng, (2, h, n, d_h)))]]
 
 
 def _mha_cases(make, rng):
     n, h, d_h = _sizes(rng, 3)
     module = make("MultiHeadAttention", h * d_h, h, True)
-    q, k, v = _tensor(rng, (2, n, h * d_h)), _tensor(rng, (2, n + 1, h * d_h)), _tensor(rng, (2, n + 1, h * d_h))
+    q, k, v = tensor(rng, (2, n, h * d_h)), tensor(rng, (2, n + 1, h * d_h)), tensor(rng, (2, n + 1, h * d_h))
     return [[on(module, q, k, v)], [on(module, q, k, v, _padding(rng, (2, 1, 1, n + 1)))]]
 
 
@@ -390,7 +395,7 @@ def torch_mha(student, rng, dim, heads, bias=True):
     student's process and here (torch's own module: no reference in it)."""
     import torch
     module = torch.nn.MultiheadAttention(dim, heads, bias=bias, batch_first=True)
-    state = {name: _tensor(rng, tuple(p.shape), scale=0.5) for name, p in module.state_dict().items()}
+    state = {name: tensor(rng, tuple(p.shape), scale=0.5) for name, p in module.state_dict().items()}
     module.load_state_dict(state)
     label = f"nn.MultiheadAttention({dim}, {heads}, bias={bias}, batch_first=True)"
     nn = student.call("torch", "nn", method="__getattribute__", keep=True, _label="torch.nn")
@@ -405,8 +410,8 @@ def bert_state(rng, dim):
     state = {}
     for name in BERT_NAMES:
         key = name.removeprefix("attention.")
-        state[f"{key}.weight"], state[f"{key}.bias"] = _tensor(rng, (dim, dim), scale=0.5), _tensor(rng, (dim,), scale=0.5)
-    state["output.LayerNorm.weight"], state["output.LayerNorm.bias"] = _tensor(rng, (dim,)), _tensor(rng, (dim,))
+        state[f"{key}.weight"], state[f"{key}.bias"] = tensor(rng, (dim, dim), scale=0.5), tensor(rng, (dim,), scale=0.5)
+    state["output.LayerNorm.weight"], state["output.LayerNorm.bias"] = tensor(rng, (dim,)), tensor(rng, (dim,))
     return state
 
 
@@ -460,7 +465,7 @@ def _graph_cases(make, rng):
 def _layer_cases(make, rng):
     heads = int(rng.integers(1, 4))
     dim = heads * int(rng.integers(2, 5))
-    layer, x, cache = make("CausalSelfAttention", dim, heads), _tensor(rng, (2, 5, dim)), Fresh("KVCache")
+    layer, x, cache = make("CausalSelfAttention", dim, heads), tensor(rng, (2, 5, dim)), Fresh("KVCache")
     return [[on(layer, x)], [on(layer, x[:, :3], cache), on(layer, x[:, 3:], cache)]]
 
 
@@ -507,7 +512,7 @@ def _tiled_cases(make, rng):
     import torch
 
     def qkv(n_q, n_k, dtype=torch.float64):
-        return _tensor(rng, (2, n_q, 8), dtype), _tensor(rng, (2, n_k, 8), dtype), _tensor(rng, (2, n_k, 6), dtype)
+        return tensor(rng, (2, n_q, 8), dtype), tensor(rng, (2, n_k, 8), dtype), tensor(rng, (2, n_k, 6), dtype)
     return [[on("tiled_attention", *qkv(20, 28), block_q=8, block_k=8)],
             [on("tiled_attention", *qkv(20, 28), block_q=8, block_k=8, causal=True)],
             [on("tiled_attention", *qkv(12, 12, torch.float32), block_q=8, block_k=4, causal=True)]]
@@ -526,18 +531,18 @@ DECODER_BLOCK = (16, 4, 2, 24)  # embed_dim, num_heads, num_kv_heads, hidden_dim
 
 def _rope_cases(make, rng):
     import torch
-    return [[on("apply_rope", _tensor(rng, (2, 3, 5, 8)), torch.arange(5))],
-            [on("apply_rope", _tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))]]
+    return [[on("apply_rope", tensor(rng, (2, 3, 5, 8)), torch.arange(5))],
+            [on("apply_rope", tensor(rng, (2, 3, 5, 8)), torch.arange(10).reshape(2, 1, 5))]]
 
 
 def _gqa_cases(make, rng):
-    module, x, cache = make("GroupedQueryAttention", 16, 4, 2), _tensor(rng, (2, 5, 16)), Fresh("KVCache")
+    module, x, cache = make("GroupedQueryAttention", 16, 4, 2), tensor(rng, (2, 5, 16)), Fresh("KVCache")
     return [[on(module, x, None, _padding(rng, (2, 1, 1, 5)))],
             [on(module, x[:, :3], None, None, cache), on(module, x[:, 3:], None, None, cache)]]
 
 
 def _block_cases(make, rng):
-    block, x, cache = make("DecoderBlock", *DECODER_BLOCK, scale=0.5), _tensor(rng, (2, 4, 16)), Fresh("KVCache")
+    block, x, cache = make("DecoderBlock", *DECODER_BLOCK, scale=0.5), tensor(rng, (2, 4, 16)), Fresh("KVCache")
     return [[on(block, x)], [on(block, x[:, :2], None, None, cache), on(block, x[:, 2:], None, None, cache)]]
 
 

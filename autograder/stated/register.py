@@ -73,7 +73,7 @@ class Property:
     def run(self, student, known=None):
         """`known`: where the answers come from (`grade` gives the reference); by default the answers
         stored for `check`."""
-        rng = rng_for(f"{self.assignment}/{self.name}", secret=True)
+        rng = rng_for(self.key, secret=True)
         if not self.known:
             return self.function(student, rng)
         return self.function(student, rng, known or Replay(self.key))

@@ -34,7 +34,7 @@ SIGNATURES = {"softmax": "scores, axis=-1, temperature=1.0", "hardmax": "scores,
 
 def every_function(body):
     """The same (cheating) body for every exercise's function."""
-    return {name: f"def {name}({SIGNATURES[name]}):\n" + "\n".join("    " + l for l in body.strip().splitlines())
+    return {name: f"def {name}({SIGNATURES[name]}):\n" + "\n".join("    " + line for line in body.strip().splitlines())
             for name in ALL_FUNCTIONS}
 
 

@@ -113,10 +113,6 @@ def _is_cpu(where):
         return False
 
 
-class _Mixed(RuntimeError):
-    pass
-
-
 def EmulatedDevice():  # noqa: N802 (a context, named as the class it makes)
     import torch
     from torch.overrides import TorchFunctionMode
@@ -162,7 +158,7 @@ def EmulatedDevice():  # noqa: N802 (a context, named as the class it makes)
                 if error is not None:
                     raise RuntimeError(f"{error} (in {getattr(func, '__name__', 'a torch call')})")
             if made_here or any(marked):
-                if func is torch.Tensor.__setitem__ or func is torch.Tensor.copy_ and not marked[0]:
+                if func is torch.Tensor.__setitem__ or (func is torch.Tensor.copy_ and not marked[0]):
                     return result  # the destination keeps its device
                 for t in made:
                     mark(t)

@@ -50,6 +50,12 @@ INIT_ONLY = {
                           "and no other parameter",
                           "tie_embeddings=True: lm_head.weight is embed.weight, one nn.Parameter (a copy is not a tie); "
                           "tie_embeddings=False: two"],
+    "10-encoder-decoder": ["q_proj, k_proj, v_proj, out_proj: nn.Linear(embed_dim, embed_dim) with bias, and no other "
+                           "parameter",
+                           "EncoderLayer: self_attn, self_attn_norm, fc1, fc2, ffn_norm; DecoderLayer: also cross_attn "
+                           "and cross_attn_norm; no other parameter",
+                           "embed, encoder_layers, decoder_layers (num_layers each), lm_head (dim -> vocab_size, no "
+                           "bias) whose weight is embed.weight, one nn.Parameter; no other parameter"],
 }
 HOLLOW_ASSIGNMENTS = [a for a in ASSIGNMENTS if a in INIT_ONLY]  # the chapters with classes
 

@@ -98,3 +98,93 @@ def test_block_from_llama_equals_llama_decoder_layer_with_padding_and_a_cache():
         theirs = layer(x, attention_mask=torch.zeros(causal.shape).masked_fill(~causal, torch.finfo(torch.float32).min),
                        position_ids=positions, position_embeddings=LlamaRotaryEmbedding(config)(x, positions))
         torch.testing.assert_close(pieces, theirs, rtol=1e-5, atol=1e-5)
+
+
+# ---- chapter 10: the encoder-decoder, against `transformers` and PyTorch -------------------------
+
+def _marian(vocab=30, dim=16, layers=2, heads=4, ffn=24, activation="swish", seed=0):
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+    config = MarianConfig(vocab_size=vocab, d_model=dim, encoder_layers=layers, decoder_layers=layers,
+                          encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn,
+                          decoder_ffn_dim=ffn, activation_function=activation, scale_embedding=True,
+                          pad_token_id=vocab - 1, eos_token_id=0, decoder_start_token_id=vocab - 1,
+                          forced_eos_token_id=None, max_position_embeddings=64, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = MarianMTModel(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:
+                p.normal_(0.0, 0.5)
+    return model
+
+
+@pytest.mark.parametrize("activation", ["relu", "swish"])
+def test_transformer_from_marian_equals_marian_mt_model_on_padded_sources(activation):
+    import torch
+    ref = reference.load("10-encoder-decoder")
+    model = _marian(activation=activation)
+    ours = ref.transformer_from_marian(model).eval()
+    pad = model.config.pad_token_id
+    src = torch.randint(0, pad, (3, 9))
+    src[1, 6:], src[2, 3:] = pad, pad
+    mask = src != pad
+    tgt = torch.cat([torch.full((3, 1), pad), torch.randint(0, pad, (3, 7))], dim=1)
+    with torch.no_grad():
+        theirs = model(input_ids=src, attention_mask=mask.long(), decoder_input_ids=tgt).logits
+        mine = ours.decode(tgt, ours.encode(src, mask), mask)
+    torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_beams, length_penalty", [(1, 1.0), (3, 1.0), (4, 0.6)])
+def test_greedy_and_beam_search_equal_marian_generate_token_for_token(num_beams, length_penalty):
+    import torch
+    ref = reference.load("10-encoder-decoder")
+    model = _marian(seed=1)
+    ours = ref.transformer_from_marian(model).eval()
+    pad = model.config.pad_token_id
+    src = [torch.randint(1, pad, (n,)) for n in (7, 3, 5)]
+    tokens, mask = ref.right_padded(src, pad)
+    with torch.no_grad():
+        theirs = model.generate(input_ids=tokens, attention_mask=mask.long(), num_beams=num_beams, do_sample=False,
+                                max_new_tokens=8, length_penalty=length_penalty, early_stopping=False)
+    if num_beams == 1:
+        mine = ref.greedy_translate(ours, src, 8)
+    else:
+        mine = ref.beam_search(ours, src, num_beams, 8, length_penalty=length_penalty)
+    assert mine.tolist() == theirs.tolist()
+
+
+def test_label_smoothed_cross_entropy_equals_pytorchs_label_smoothing():
+    import torch
+    import torch.nn.functional as F
+    ref = reference.load("10-encoder-decoder")
+    logits, targets = torch.randn(4, 6, 11), torch.randint(0, 11, (4, 6))
+    targets[0, 3:], targets[2, :2] = -100, -100
+    for epsilon in (0.0, 0.1, 0.3):
+        theirs = F.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1), label_smoothing=epsilon, ignore_index=-100)
+        torch.testing.assert_close(ref.label_smoothed_cross_entropy(logits, targets, epsilon, -100), theirs)
+
+
+def test_patch_embed_then_a_linear_map_equals_a_strided_convolution():
+    import torch
+    ref = reference.load("10-encoder-decoder")
+    conv = torch.nn.Conv2d(3, 8, kernel_size=4, stride=4)
+    images = torch.randn(2, 3, 8, 12)
+    theirs = conv(images).flatten(2).transpose(1, 2)                 # (B, N, D), patches row by row
+    mine = ref.patch_embed(images, 4) @ conv.weight.flatten(1).T + conv.bias
+    torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_vit_encoder_from_hf_equals_vit_model():
+    import torch
+    from transformers import ViTConfig, ViTModel
+    ref = reference.load("10-encoder-decoder")
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+                               image_size=16, patch_size=4, num_channels=3), add_pooling_layer=False).eval()
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        theirs = model(pixel_values=images).last_hidden_state
+        mine = ref.vit_encoder_from_hf(model)(images)
+    torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)

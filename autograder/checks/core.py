@@ -139,6 +139,9 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     with torch.random.fork_rng(devices=[]):  # in nbgrader's kernel, the student's code shares the global RNG
         module = getattr(ref, class_name)(*init)
     state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
+    tied = {}  # a parameter registered under two names (a tied head) gets one value: the student may register
+    for name, parameter in module.named_parameters(remove_duplicate=False):  # them in either order
+        state[name] = state[tied.setdefault(id(parameter), name)]
     module.load_state_dict(state)
     handle = student.call(class_name, *init, keep=True)
     label = f"{class_name}({', '.join(map(repr, init))})"

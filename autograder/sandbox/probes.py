@@ -88,3 +88,29 @@ def grader_llama(namespace, standins, ask):
 
 PROBES = {"_GraderModel": grader_model, "_grader_kernel": kernel_by_name, "_GraderFitProbe": fit_probe,
           "_LlamaLayer": llama_layer, "_LlamaForCausalLM": llama_for_causal_lm, "_GraderLlama": grader_llama}
+
+
+def _config_and_state(name, doc):
+    """A `transformers` model as its exercise may see it: `config` (plain attributes) and `state_dict()`."""
+    import types
+
+    def maker(namespace, standins, ask):
+        class _Model:
+            def __init__(self, state, config):
+                self._state = state
+                self.config = types.SimpleNamespace(**config)
+
+            def state_dict(self):
+                return dict(self._state)
+        _Model.__name__ = _Model.__qualname__ = name
+        _Model.__doc__ = doc
+        return _Model
+    maker.__doc__ = doc
+    return maker
+
+
+marian_mt_model = _config_and_state("_MarianMTModel", "Chapter 10: what transformer_from_marian is given: a "
+                                    "MarianMTModel's tensors and sizes, as plain data.")
+vit_model = _config_and_state("_ViTModel", "Chapter 10: what vit_encoder_from_hf is given: a ViTModel's tensors "
+                              "and sizes, as plain data.")
+PROBES.update({"_MarianMTModel": marian_mt_model, "_ViTModel": vit_model})

@@ -292,16 +292,16 @@ def _grade_job(job, limits=Limits(), seed=None, attempts_in=None):
         return not_graded(job.student, job.assignment, f"internal grader error ({type(error).__name__}: {error})")
 
 
-def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None,
-              discovered=None, seed=None):
+def grade_all(submissions, *, seed, out_dir=None, jobs=None, limits=Limits(), progress=None, regrade=(), students=None,
+              discovered=None):
     """(results, problems): every job's Graded in discovery order, whatever order the workers
     finish in, and the instructor's warnings. With `out_dir`, each result is journaled as it
     comes and a journaled one is not graded again, except the students in `regrade` (whose
     recorded attempts are forgotten). `students`: grade only these (a shard), with the layout seen
     over the whole class. `discovered`: what `discover` already returned for this run (the CLI
     looks first, to refuse a run with nothing).
-    `seed`: the stated rules' inputs (`stated.run_seed`); by default the one kept in `out_dir`
-    (`journal.run_seed`), else a fresh one; every notebook of the run is graded with it.
+    `seed`: the stated rules' inputs, resolved once by the caller (`journal.run_seed`: --seed, else
+    the one kept in `out_dir`, else a fresh one); every notebook of the run is graded with it.
     Ctrl-C raises `Interrupted` at once, when nothing of the run is left running (`_CtrlC`,
     `_stop_now`); whatever ends the grader, nothing of the run outlives it (`sandbox.lifeline`).
 
@@ -317,7 +317,6 @@ def grade_all(submissions, out_dir=None, jobs=None, limits=Limits(), progress=No
     problems = list(dict.fromkeys(text for student, text in problems
                                   if students is None or student is None or student in students))
     jobs = jobs or os.cpu_count() or 1
-    seed = journal.run_seed(out_dir, seed) if out_dir else seed if seed is not None else stated.fresh_seed()
     with contextlib.ExitStack() as stack:
         book = out_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="autograder-attempts-"))
         for job in found:

@@ -6,6 +6,7 @@ Their text comes from students (folder names, exception names and messages): eve
 bounded when it is set, and a notebook keeps at most MAX_NOTES notes, so no submission makes
 a result, a journal entry or a feedback page large."""
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
 from .text import bounded, shortened
 
@@ -17,7 +18,7 @@ SUMMARY_LIMIT = 500   # characters of an exercise's message in grades.csv (the f
 class _Bounded:
     """Every string field bounded (autograder.text), `notes` a Notes: a student's text is never kept whole."""
 
-    def __setattr__(self, name, value):  # at construction, and any change after it
+    def __setattr__(self, name: str, value: Any) -> None:  # at construction, and any change after it
         if isinstance(value, str):
             value = bounded(value)
         elif name == "notes":
@@ -25,25 +26,25 @@ class _Bounded:
         super().__setattr__(name, value)
 
 
-class Notes(list):
+class Notes(list[str]):
     """A notebook's notes: each bounded, at most MAX_NOTES (then one says that more were cut)."""
     CUT = f"(more notes were cut: at most {MAX_NOTES} are kept)"
 
-    def __init__(self, notes=()):
+    def __init__(self, notes: Iterable[str] = ()) -> None:
         super().__init__()
         self.extend(notes)
 
-    def append(self, note):
+    def append(self, note: str) -> None:
         if len(self) < MAX_NOTES:
             super().append(bounded(note))
         elif len(self) == MAX_NOTES:
             super().append(self.CUT)
 
-    def extend(self, notes):
+    def extend(self, notes: Iterable[str]) -> None:
         for note in notes:
             self.append(note)
 
-    def __iadd__(self, notes):
+    def __iadd__(self, notes: Iterable[str]) -> "Notes":  # type: ignore[override,misc]  # (bounded, not list's)
         self.extend(notes)
         return self
 
@@ -57,7 +58,7 @@ class CheckResult(_Bounded):
     ran: bool = True      # False: the check was not run (its points are not earned)
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return self.ran and not self.message
 
 
@@ -65,14 +66,14 @@ class CheckResult(_Bounded):
 class ExerciseResult(_Bounded):
     name: str
     max_score: float
-    checks: list = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
 
     @property
-    def score(self):
+    def score(self) -> float:
         return round(sum(c.points for c in self.checks if c.ran), 6)
 
     @property
-    def summary(self):
+    def summary(self) -> str:
         """One line for grades.csv: empty when every check passed."""
         if self.checks and not any(c.ran for c in self.checks):
             return self.checks[0].message
@@ -87,25 +88,26 @@ class Graded(_Bounded):
     """One student's notebook for one assignment, graded."""
     student: str
     assignment: str
-    exercises: list                     # [ExerciseResult] in notebook order
+    exercises: list[ExerciseResult]     # in notebook order
     problem: str = ""                   # why the notebook could not be graded at all
-    notes: list = field(default_factory=list)   # cell errors and other things worth saying
-    raised: list = field(default_factory=list)  # the numbers of the code cells that raised (their notes say how)
+    notes: list[str] = field(default_factory=list)   # cell errors and other things worth saying
+    raised: list[int] = field(default_factory=list)  # the numbers of the code cells that raised (their notes say how)
 
     @property
-    def score(self):
+    def score(self) -> float:
         return round(sum(e.score for e in self.exercises), 6)
 
     @property
-    def max_score(self):
+    def max_score(self) -> float:
         return sum(e.max_score for e in self.exercises)
 
-    def rows(self):
+    def rows(self) -> Iterator[tuple[str, str, str, float, float, str]]:
         for e in self.exercises:
             yield self.student, self.assignment, e.name, e.score, e.max_score, shortened(e.summary, SUMMARY_LIMIT)
 
     @classmethod
-    def not_graded(cls, student, assignment, exercises, reason, checks_of=lambda exercise: []):
+    def not_graded(cls, student: str, assignment: str, exercises: Iterable[Any], reason: str,
+                   checks_of: Callable[[Any], Iterable[tuple[str, float]]] = lambda exercise: []) -> "Graded":
         """Every exercise scores 0; its checks (names from `checks_of`) are listed as not run."""
         problem = f"not graded: {reason}"
         return cls(student, assignment, [
@@ -114,7 +116,7 @@ class Graded(_Bounded):
                            or [CheckResult("the notebook", 0.0, e.points, problem, ran=False)])
             for e in exercises], problem=problem)
 
-    def bound_text(self, limit=MAX_NOTEBOOK_TEXT):
+    def bound_text(self, limit: int = MAX_NOTEBOOK_TEXT) -> "Graded":
         """All the notebook's messages and notes together at most about `limit` characters, kept
         in notebook order: past it, a failing check says only that its message was cut."""
         left = limit - sum(len(note) for note in self.notes)
@@ -125,11 +127,11 @@ class Graded(_Bounded):
                 left -= len(result.message)
         return self
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: dict[str, Any]) -> "Graded":
         exercises = [ExerciseResult(e["name"], e["max_score"], [CheckResult(**c) for c in e["checks"]])
                      for e in data["exercises"]]
         return cls(data["student"], data["assignment"], exercises, data["problem"], data["notes"],

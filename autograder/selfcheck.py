@@ -27,6 +27,7 @@ from . import GUIDE, REPO_ROOT, assignments, notebook, released_notebook, stated
 from .notebook import NotebookError, load_submission
 from .sandbox.calls import StudentError
 from .sandbox.isolation import bubblewrap_works
+from .stated.failure import failure_of
 from .sandbox.session import Limits, SandboxedStudent
 from .sandbox.worker import python_source
 
@@ -140,7 +141,7 @@ def cells_to_run(submission, assignment, at):
 
 
 def run_sandboxed(cells, names, assignment, limits):
-    """({cell index: error}, missing names or None, {exercise: [(rule, failure or "")]}): the
+    """({cell index: error}, missing names or None, `stated_rules`'s {exercise: [(rule, failure, used)]}): the
     notebook run as the grader runs it, then the rules the texts state, on the exercises it defines."""
     with SandboxedStudent(cells, limits, notebook.modules_to_preload(assignment)) as student:
         errors = dict(student.cell_errors)
@@ -155,7 +156,8 @@ def run_sandboxed(cells, names, assignment, limits):
 
 
 def stated_rules(process, assignment, missing):
-    """{exercise: [(rule, failure or "")]}, for the exercises whose names are all defined."""
+    """{exercise: [(rule, failure or "", the names of the student's code it called)]}, for the
+    exercises whose names are all defined."""
     found = {}
     for e in notebook.exercises(assignment):
         rules = stated.properties(assignment, e.name) + stated.device_rules(assignment, e.name)
@@ -164,13 +166,8 @@ def stated_rules(process, assignment, missing):
         process.start_exercise()  # the grader's time budget of one exercise
         found[e.name] = []
         for rule in rules:
-            try:
-                rule.run(stated.Student(process))
-                found[e.name].append((rule.name, ""))
-            except (stated.CheckFailure, StudentError) as failure:
-                found[e.name].append((rule.name, str(failure) or type(failure).__name__))
-            except Exception as error:  # an answer so odd that the comparison itself failed
-                found[e.name].append((rule.name, f"could not check the answer ({type(error).__name__}: {error})"))
+            student = stated.Student(process)
+            found[e.name].append((rule.name, failure_of(rule.run, student), student.used))
     return found
 
 
@@ -178,29 +175,6 @@ def stated_rules(process, assignment, missing):
 
 def _reads(node):
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _strings(function):
-    """The strings in a rule's code, its helpers' and its cases' (`on("generate", ...)`,
-    `make("LlamaLM", ...)`: the names of the student's functions it calls)."""
-    found, todo, seen = set(), [function], set()
-    while todo:
-        f = todo.pop()
-        if id(f) in seen or not hasattr(f, "__code__") or not (f.__module__ or "").startswith(stated.__name__):
-            continue
-        seen.add(id(f))
-        codes = [f.__code__]
-        while codes:
-            code = codes.pop()
-            found |= {c for c in code.co_consts if isinstance(c, str)}
-            codes += [c for c in code.co_consts if hasattr(c, "co_consts")]
-            todo += [f.__globals__.get(n) for n in code.co_names]
-        for cell in f.__closure__ or ():
-            try:
-                todo.append(cell.cell_contents)
-            except ValueError:  # a variable its enclosing function never assigned
-                pass
-    return found
 
 
 class Reach:
@@ -311,7 +285,7 @@ def short_name(rule):
 
 
 def exercise_block(e, submission, errors, missing, number, check_index, released, inputs, rules, behind):
-    """`rules`: [(rule, failure or "")] of the rules its text states; `behind`: {None (its visible
+    """`rules`: [(rule, failure or "", used)] of the rules its text states; `behind`: {None (its visible
     tests), or a rule: the exercises before it that have a problem and that the code the tests or
     the rule run may use, which their failure may come from}."""
     block = Block(f"{e.name} ({e.points:g} point{'s' if e.points != 1 else ''})")
@@ -339,12 +313,12 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
         failed(f"visible tests{where}: {errors[check_index]}")
     else:
         block.add(OK, "visible tests pass")
-    for rule, failure in rules:
+    for rule, failure, _used in rules:
         if failure:
             failed(f"a rule its text states, {rule}: {failure}", rule)
-    if rules and not any(failure for _, failure in rules):
+    if rules and not any(failure for _, failure, _used in rules):
         block.add(OK, f"the rule{'s' if len(rules) > 1 else ''} its text states, which the grader checks too, "
-                      f"hold{'' if len(rules) > 1 else 's'}: {'; '.join(short_name(rule) for rule, _ in rules)}")
+                      f"hold{'' if len(rules) > 1 else 's'}: {'; '.join(short_name(rule) for rule, _, _used in rules)}")
     lost = [name for name in e.defines if name in missing]
     if lost:
         block.add(FAIL, f"{', '.join(lost)}: not defined once the notebook has run, and the grader calls it by this "
@@ -375,9 +349,8 @@ def check(path, assignment, limits=Limits()):
     for e in exercises:
         own = [run[at[e.name]]] if e.name in at else []
         behind = {None: reach.exercises(e.defines, own + [check_sources.get(f"check_{e.name}", "")])}
-        for rule in stated.properties(assignment, e.name) + stated.device_rules(assignment, e.name):
-            calls = _strings(getattr(rule, "function", None) or rule.cases) & set(reach.owner)
-            behind[rule.name] = reach.exercises(calls or e.defines)
+        for rule, _failure, used in rules.get(e.name, []):  # a failure comes from what the rule called, up to it
+            behind[rule] = reach.exercises((used & set(reach.owner)) or e.defines)
         behind = {what: [name for name in failing if name in used] for what, used in behind.items()}
         block = exercise_block(e, submission, errors, missing or set(), at.get(e.name), check_index[e.name],
                                released, inputs, rules.get(e.name, []), behind)

@@ -7,6 +7,7 @@ numeric NumPy arrays and torch tensors (sent as their NumPy data). Arrays are re
 import io
 import json
 import struct
+from typing import IO, Any
 
 import numpy as np
 
@@ -23,16 +24,16 @@ class WireError(ValueError):
 class Handle:
     """A reference to an object that lives in the student process (a model, say)."""
 
-    def __init__(self, ident):
+    def __init__(self, ident: int) -> None:
         self.ident = int(ident)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Handle({self.ident})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is Handle and other.ident == self.ident
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.ident)
 
 
@@ -41,7 +42,7 @@ def _torch():
     return sys.modules.get("torch")
 
 
-def to_plain(value, _depth=0):
+def to_plain(value: Any, _depth: int = 0) -> Any:
     """Turn a value into plain data, or raise WireError saying what it is."""
     if _depth > 20:
         raise WireError("the value is nested too deeply")
@@ -71,18 +72,18 @@ def to_plain(value, _depth=0):
 class PlainTensor:
     """A torch tensor's data, as it travels (decoded as a torch tensor)."""
 
-    def __init__(self, array):
+    def __init__(self, array: np.ndarray) -> None:
         self.array = array
 
 
-def _plain_array(array):
+def _plain_array(array: Any) -> np.ndarray:
     array = np.array(array, copy=True, subok=False)
     if array.dtype.kind not in _ARRAY_KINDS or array.dtype.hasobject:
         raise WireError(f"an array of dtype {array.dtype} cannot be sent; use a numeric dtype")
     return array
 
 
-def _encode_value(v, arrays):
+def _encode_value(v: Any, arrays: list[np.ndarray]) -> Any:
     """A plain value as JSON, its arrays appended to `arrays` (a module function, not a closure: a
     recursive closure is a cycle that keeps the arrays alive until the next garbage collection)."""
     if v is None or type(v) in (bool, int, str):
@@ -106,9 +107,9 @@ def _encode_value(v, arrays):
     raise WireError(f"cannot encode {type(v).__name__}")
 
 
-def encode(value):
+def encode(value: Any) -> bytes:
     """Plain value -> bytes. Raises WireError for anything that is not plain data."""
-    arrays = []
+    arrays: list[np.ndarray] = []
     header = json.dumps(_encode_value(to_plain(value), arrays)).encode()
     parts = [header]
     for array in arrays:
@@ -118,7 +119,7 @@ def encode(value):
     return b"".join(struct.pack("<Q", len(p)) + p for p in [struct.pack("<Q", len(parts))] + parts)
 
 
-def _decode_value(v, arrays):
+def _decode_value(v: Any, arrays: list[np.ndarray]) -> Any:
     """The plain value of a frame's JSON part (a module function: see `_encode_value`)."""
     if v is None or type(v) in (bool, int, str):
         return v
@@ -142,10 +143,11 @@ def _decode_value(v, arrays):
     raise WireError("malformed value in frame")
 
 
-def decode(data):
+def decode(data: bytes) -> Any:
     """bytes -> plain value; torch tensors come back as torch tensors."""
     view = memoryview(data)
-    chunks, offset = [], 0
+    chunks: list[bytes] = []
+    offset = 0
     while offset < len(view):
         if offset + 8 > len(view):
             raise WireError("truncated frame")
@@ -174,22 +176,22 @@ def decode(data):
     return _decode_value(tree, arrays)
 
 
-def roundtrip(value):
+def roundtrip(value: Any) -> Any:
     """What the grader would receive if `value` were sent from another process."""
     return decode(encode(value))
 
 
-def frame(value):
+def frame(value: Any) -> bytes:
     payload = encode(value)
     return HEADER.pack(len(payload)) + payload
 
 
-def write_frame(fd_file, value):
+def write_frame(fd_file: IO[bytes], value: Any) -> None:
     fd_file.write(frame(value))
     fd_file.flush()
 
 
-def read_frame(fd_file):
+def read_frame(fd_file: IO[bytes]) -> Any:
     head = b""
     while len(head) < HEADER.size:
         chunk = fd_file.read(HEADER.size - len(head))

@@ -14,7 +14,9 @@ import warnings
 from .. import GUIDE, REPO_ROOT, CourseError, checks_file, notebook, reference
 from ..results import CheckResult, ExerciseResult
 from ..sandbox.calls import StudentError
-from .core import CheckFailure, Student, registered
+from ..sandbox.protocol import StudentProcess
+from ..stated.failure import failure_of
+from .core import Student, registered
 from .inprocess import InProcessStudent
 from .known_good import KnownGood
 
@@ -47,7 +49,7 @@ def exercise_checks(assignment, exercise):
     return [(c, points * c.weight / total) for c in checks]
 
 
-def run_exercise(assignment, exercise, student, ref=None):
+def run_exercise(assignment: str, exercise: str, student: StudentProcess, ref=None) -> ExerciseResult:
     """Every check of one exercise, with known-good versions of the exercises before it; a failing
     check costs its share, nothing more."""
     ref = ref if ref is not None else reference.load(assignment)
@@ -60,13 +62,7 @@ def run_exercise(assignment, exercise, student, ref=None):
             student.use_known_good(standins.spec())
     results = []
     for check, max_points in exercise_checks(assignment, exercise):
-        try:
-            check.run(Student(student), ref)
-            message = ""
-        except (CheckFailure, StudentError) as failure:
-            message = str(failure) or type(failure).__name__
-        except Exception as error:  # an answer so odd that the comparison itself failed
-            message = f"could not check the answer ({type(error).__name__}: {error})"
+        message = failure_of(check.run, Student(student), ref)
         results.append(CheckResult(check.name, 0.0 if message else max_points, max_points, message))
     points = {e.name: e.points for e in notebook.exercises(assignment)}[exercise]
     return ExerciseResult(exercise, points, results)

@@ -18,6 +18,7 @@ import torch
 from .core import (Chapter, CheckFailure, call, describe, expect_close, expect_same, expect_true, module_pair, plain,
                    same, tensor)
 from .known_good import use_with_probe
+from ..sandbox.probes import GRADER_MODEL
 from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "05-self-masked"
@@ -423,18 +424,18 @@ class GraderModel:
 
 @check("generate", "with the cache the model sees every token once: the prompt, then one new token per call")
 def cache_used(student, ref, rng):
-    use_with_probe(student, "_GraderModel")
+    use_with_probe(student, GRADER_MODEL)
     with torch.random.fork_rng(devices=[]):
         module = ref.TinyLM(*GEN_LM).eval()
     module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.5) for n, p in module.state_dict().items()})
     model = GraderModel(ref, module)
-    student.process.callbacks["tinylm"] = model
+    student.process.callbacks[GRADER_MODEL.question] = model
     try:
-        probe = student.call("_GraderModel", GEN_LM[3], keep=True)
+        probe = student.call(GRADER_MODEL.name, GEN_LM[3], keep=True)
         prompt = torch.from_numpy(rng.integers(0, GEN_LM[0], size=(1, 4)))
         got = student.call("generate", probe, prompt, 6, use_cache=True, _label="generate")
     finally:
-        student.process.callbacks.pop("tinylm")
+        student.process.callbacks.pop(GRADER_MODEL.question)
     fed = model.fed
     expect_true(fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 6 <= len(fed) <= 7,
                 f"generate(model, prompt of 4 tokens, 6, use_cache=True) fed the model {describe(fed)} tokens per "

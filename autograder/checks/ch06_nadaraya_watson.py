@@ -15,6 +15,7 @@ import torch
 from .core import (Chapter, call, called, describe, expect_close, expect_parameters, expect_same, expect_true,
                    module_pair, plain, same)
 from .known_good import KnownGood, use_with_probe
+from ..sandbox.probes import FIT_PROBE, GRADER_KERNEL
 
 ASSIGNMENT = "06-nadaraya-watson"
 chapter = Chapter(ASSIGNMENT)
@@ -73,8 +74,8 @@ def epanechnikov_density(student, ref, rng):
 
 def kernel_handle(student, exercise, name):
     """The reference `name` kernel as the student's process holds it, to pass as an argument."""
-    use_with_probe(student, "_grader_kernel")
-    return student.call("_grader_kernel", name, keep=True)
+    use_with_probe(student, GRADER_KERNEL)
+    return student.call(GRADER_KERNEL.name, name, keep=True)
 
 
 def same_with_kernel(student, ref, target, kernel, *args, **kwargs):
@@ -253,11 +254,11 @@ def fit_probe(student, bandwidth):
     grader computes for it while the block runs: a wrong forward costs points in the forward
     checks only."""
     known = student.process.callbacks["known_good"]
-    use_with_probe(student, "_GraderFitProbe")
+    use_with_probe(student, FIT_PROBE)
     # the probe's `forward` answered, never the class's other methods: `fit` is the student's to write
     student.process.callbacks["known_good"] = KnownGood(known.ref, known.names, forward_only={"LearnedKernelRegression"})
     try:
-        yield student.call("_GraderFitProbe", bandwidth, keep=True)
+        yield student.call(FIT_PROBE.name, bandwidth, keep=True)
     finally:
         student.process.callbacks["known_good"] = known
 

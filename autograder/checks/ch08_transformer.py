@@ -13,6 +13,7 @@ import torch
 from .core import (Chapter, CheckFailure, call, describe, expect_same, known_answers, module_pair, padding_mask,
                    plain, same, tensor)
 from .known_good import use_with_probe
+from ..sandbox.probes import LLAMA_LAYER
 from ..stated.calling import expect_parameter_shapes
 
 ASSIGNMENT = "08-transformer"
@@ -255,8 +256,8 @@ def llama_standin(student, index):
         layer, rotary, sizes = llama_layer(index)
     except ImportError as error:
         raise CheckFailure(f"the grader cannot import transformers' Llama ({error}): tell your instructor") from None
-    use_with_probe(student, "_LlamaLayer")
-    standin = student.call("_LlamaLayer", plain(layer.state_dict()), sizes, keep=True, _label="the layer")
+    use_with_probe(student, LLAMA_LAYER)
+    standin = student.call(LLAMA_LAYER.name, plain(layer.state_dict()), sizes, keep=True, _label="the layer")
     label = f"block_from_llama(layer), layer a LlamaDecoderLayer of {sizes},"  # its config as transformers names it
     return standin, layer, rotary, label
 

@@ -17,6 +17,7 @@ import torch
 from .core import (Chapter, CheckFailure, Pair, call, describe, expect_close, expect_same, expect_true, plain, same,
                    tensor)
 from .known_good import use_with_probe
+from ..sandbox.probes import GRADER_LLAMA, LLAMA_FOR_CAUSAL_LM
 
 ASSIGNMENT = "09-language-model"
 chapter = Chapter(ASSIGNMENT)
@@ -272,8 +273,8 @@ def llama_logits(model, x, attention_mask=None):
 def llama_standin(student, index):
     """(the stand-in of LLAMAS[index]'s model in the student's process, the model, label)."""
     model, sizes = llama_model(index)
-    use_with_probe(student, "_LlamaForCausalLM")
-    standin = student.call("_LlamaForCausalLM", plain(model.state_dict()), sizes, keep=True, _label="the model")
+    use_with_probe(student, LLAMA_FOR_CAUSAL_LM)
+    standin = student.call(LLAMA_FOR_CAUSAL_LM.name, plain(model.state_dict()), sizes, keep=True, _label="the model")
     return standin, model, f"lm_from_llama(model), model a LlamaForCausalLM of {sizes},"  # as transformers names it
 
 
@@ -548,18 +549,18 @@ class GraderLlama:
 @check("generate", "the caches used: the model is fed the whole padded prompt once, then one token per call",
        weight=0.5)
 def cache_used(student, ref, rng):
-    use_with_probe(student, "_GraderLlama")
+    use_with_probe(student, GRADER_LLAMA)
     with torch.random.fork_rng(devices=[]):
         module = ref.LlamaLM(*GEN_LM).eval()
     module.load_state_dict({n: tensor(rng, tuple(p.shape), scale=0.8) for n, p in module.state_dict().items()})
     model = GraderLlama(ref, module)
-    student.process.callbacks["llamalm"] = model
+    student.process.callbacks[GRADER_LLAMA.question] = model
     batch = prompts(rng, GEN_LM[0], [4, 2])
     try:
-        probe = student.call("_GraderLlama", GEN_LM[2], keep=True, _label="the model")
+        probe = student.call(GRADER_LLAMA.name, GEN_LM[2], keep=True, _label="the model")
         got = student.call("generate", probe, batch, 5, _label="generate(model, prompts of lengths [4, 2], 5)")
     finally:
-        student.process.callbacks.pop("llamalm")
+        student.process.callbacks.pop(GRADER_LLAMA.question)
     fed = model.fed
     expect_true(fed[:1] == [4] and all(n == 1 for n in fed[1:]) and 4 <= len(fed) - 1 <= 5 and model.cache_lists == 1,
                 f"generate(model, prompts of lengths [4, 2], 5) fed the model {describe(fed)} tokens per call"

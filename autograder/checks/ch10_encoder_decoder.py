@@ -16,6 +16,7 @@ import torch
 from .core import (Chapter, CheckFailure, Pair, call, describe, expect_same, expect_true, module_pair, plain, same,
                    tensor)
 from .known_good import use_with_probe
+from ..sandbox.probes import MARIAN_MT_MODEL, VIT_MODEL
 
 ASSIGNMENT = "10-encoder-decoder"
 chapter = Chapter(ASSIGNMENT)
@@ -247,8 +248,8 @@ def marian_state(model):
 
 def student_marian(student, index):
     model, sizes = marian_model(index)
-    use_with_probe(student, "_MarianMTModel")
-    standin = student.call("_MarianMTModel", plain(marian_state(model)), sizes, keep=True, _label="the model")
+    use_with_probe(student, MARIAN_MT_MODEL)
+    standin = student.call(MARIAN_MT_MODEL.name, plain(marian_state(model)), sizes, keep=True, _label="the model")
     label = f"transformer_from_marian(model), model a MarianMTModel of {sizes},"
     return student.call("transformer_from_marian", standin, keep=True, _label=label), model, label
 
@@ -295,8 +296,8 @@ def marian_steps(student, ref, rng):
        "they were", weight=0.5)
 def marian_copied(student, ref, rng):
     model, sizes = marian_model(2)
-    use_with_probe(student, "_MarianMTModel")
-    standin = student.call("_MarianMTModel", plain(marian_state(model)), sizes, keep=True, _label="the model")
+    use_with_probe(student, MARIAN_MT_MODEL)
+    standin = student.call(MARIAN_MT_MODEL.name, plain(marian_state(model)), sizes, keep=True, _label="the model")
     label = f"transformer_from_marian(model), model a MarianMTModel of {sizes},"
     net = student.call("transformer_from_marian", standin, keep=True, _label=label)
     src, real, tgt = marian_batch(rng, model, 2, 4)
@@ -482,11 +483,11 @@ def vit_model(index):
 @check("patch_embed", "vit_encoder_from_hf: the ViTModel's last_hidden_state to 1e-5, two configurations (the class "
        "token, the learned positions, pre-norm layers, the final norm)", weight=1.5)
 def vit_outputs(student, ref, rng):
-    use_with_probe(student, "_ViTModel")
+    use_with_probe(student, VIT_MODEL)
     for index, sizes in enumerate(VITS):
         model = vit_model(index)
         state = {n: t.detach().clone() for n, t in model.state_dict().items()}
-        standin = student.call("_ViTModel", plain(state), dict(sizes), keep=True, _label="the model")
+        standin = student.call(VIT_MODEL.name, plain(state), dict(sizes), keep=True, _label="the model")
         label = f"vit_encoder_from_hf(model), model a ViTModel of {sizes},"
         encoder = student.call("vit_encoder_from_hf", standin, keep=True, _label=label)
         images = tensor(rng, (2, sizes["num_channels"], sizes["image_size"], sizes["image_size"]))

@@ -474,8 +474,8 @@ class _nothing:
         return False
 
 
-def use_with_probe(student, name):
-    """The current exercise's stand-ins, plus the grader's probe `name` (`sandbox/probes.py`, made
-    in the student's process from its name: no code is sent) in the student's namespace."""
+def use_with_probe(student, probe):
+    """The current exercise's stand-ins, plus the grader's `probe` (`sandbox/probes.py`, made in the
+    student's process from its name: no code is sent) in the student's namespace."""
     standins = student.process.callbacks.get("known_good")
-    student.process.use_known_good(standins.spec() if standins else {}, [name])
+    student.process.use_known_good(standins.spec() if standins else {}, [probe.name])

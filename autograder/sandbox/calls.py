@@ -40,7 +40,7 @@ class StudentNamespace:
         for name in probes:
             if name not in PROBES:
                 raise CallError(f"the grader has no probe {name!r}")
-            new[name] = PROBES[name](self.namespace, standins, self.ask_grader)
+            new[name] = PROBES[name].make(self.namespace, standins, self.ask_grader)
         old = {id(self.namespace[n]): value for n, value in new.items() if n in self.namespace}
         for name, value in new.items():
             self._replace(self.namespace, name, value)

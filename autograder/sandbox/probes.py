@@ -1,9 +1,21 @@
 """The grader's probes, on the student's side: objects a check puts in the student's namespace by
 name, made here from plain arguments. No code travels to the student's process: it runs this
 package's files and its own notebook, nothing else. Each maker gets the notebook's namespace, the
-current stand-ins (`standins.py`) and `ask(name, *args)`, a question to the grader mid-call.
+current stand-ins (`standins.py`) and `ask(question, *args)`, a question to the grader mid-call.
+
+Each probe is declared once, as a `Probe`: the name the student's code sees it by, its maker, and
+the question it asks, which the check that uses it answers (`callbacks[probe.question]`).
 """
 import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str                    # in the student's namespace, and in the grader's requests
+    make: Callable[..., Any]     # make(namespace, standins, ask), in the student's process
+    question: str | None = None  # what its calls ask the grader (the check registers the answer)
 
 
 def _placeholders(count):
@@ -22,7 +34,7 @@ def grader_model(namespace, standins, ask):
             self.blocks = _placeholders(num_layers)
 
         def forward(self, tokens, caches=None):
-            return ask("tinylm", tokens, None if caches is None else [id(c) for c in caches])
+            return ask(GRADER_MODEL.question, tokens, None if caches is None else [id(c) for c in caches])
     return _GraderModel
 
 
@@ -58,20 +70,6 @@ def llama_layer(namespace, standins, ask):
     return _LlamaLayer
 
 
-def llama_for_causal_lm(namespace, standins, ask):
-    """Chapter 9: what lm_from_llama is given: a LlamaForCausalLM's tensors and sizes, as plain data."""
-    import types
-
-    class _LlamaForCausalLM:
-        def __init__(self, state, config):
-            self._state = state
-            self.config = types.SimpleNamespace(**config)
-
-        def state_dict(self):
-            return dict(self._state)
-    return _LlamaForCausalLM
-
-
 def grader_llama(namespace, standins, ask):
     """Chapter 9: what generate is given: a LlamaLM whose every forward the grader computes and counts."""
     torch = sys.modules["torch"]
@@ -82,12 +80,8 @@ def grader_llama(namespace, standins, ask):
             self.layers = _placeholders(num_layers)
 
         def forward(self, tokens, positions=None, mask=None, caches=None):
-            return ask("llamalm", tokens, positions, mask, None if caches is None else [id(c) for c in caches])
+            return ask(GRADER_LLAMA.question, tokens, positions, mask, None if caches is None else [id(c) for c in caches])
     return _GraderLlama
-
-
-PROBES = {"_GraderModel": grader_model, "_grader_kernel": kernel_by_name, "_GraderFitProbe": fit_probe,
-          "_LlamaLayer": llama_layer, "_LlamaForCausalLM": llama_for_causal_lm, "_GraderLlama": grader_llama}
 
 
 def _config_and_state(name, doc):
@@ -109,8 +103,17 @@ def _config_and_state(name, doc):
     return maker
 
 
-marian_mt_model = _config_and_state("_MarianMTModel", "Chapter 10: what transformer_from_marian is given: a "
-                                    "MarianMTModel's tensors and sizes, as plain data.")
-vit_model = _config_and_state("_ViTModel", "Chapter 10: what vit_encoder_from_hf is given: a ViTModel's tensors "
-                              "and sizes, as plain data.")
-PROBES.update({"_MarianMTModel": marian_mt_model, "_ViTModel": vit_model})
+GRADER_MODEL = Probe("_GraderModel", grader_model, question="tinylm")
+GRADER_KERNEL = Probe("_grader_kernel", kernel_by_name)
+FIT_PROBE = Probe("_GraderFitProbe", fit_probe)
+LLAMA_LAYER = Probe("_LlamaLayer", llama_layer)
+LLAMA_FOR_CAUSAL_LM = Probe("_LlamaForCausalLM", _config_and_state(
+    "_LlamaForCausalLM", "Chapter 9: what lm_from_llama is given: a LlamaForCausalLM's tensors and sizes, as plain data."))
+GRADER_LLAMA = Probe("_GraderLlama", grader_llama, question="llamalm")
+MARIAN_MT_MODEL = Probe("_MarianMTModel", _config_and_state(
+    "_MarianMTModel", "Chapter 10: what transformer_from_marian is given: a MarianMTModel's tensors and sizes, "
+    "as plain data."))
+VIT_MODEL = Probe("_ViTModel", _config_and_state(
+    "_ViTModel", "Chapter 10: what vit_encoder_from_hf is given: a ViTModel's tensors and sizes, as plain data."))
+PROBES = {probe.name: probe for probe in (GRADER_MODEL, GRADER_KERNEL, FIT_PROBE, LLAMA_LAYER, LLAMA_FOR_CAUSAL_LM,
+                                          GRADER_LLAMA, MARIAN_MT_MODEL, VIT_MODEL)}

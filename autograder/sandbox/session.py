@@ -17,6 +17,7 @@ from .isolation import bubblewrap_works
 from . import answers, processes, zygotes
 from .answers import Callbacks, ReferenceWorker
 from .limits import Limits
+from .protocol import StudentProcess
 from .processes import FreshProcess
 from .zygotes import ForkedProcess
 
@@ -35,7 +36,7 @@ def open_process(limits, modules):
     return ForkedProcess(limits, modules) if bubblewrap_works() else FreshProcess(limits, modules)
 
 
-class SandboxedStudent:
+class SandboxedStudent(StudentProcess):
     """A student's notebook running in its own process; `call` has InProcessStudent's interface."""
 
     def __init__(self, cells, limits=Limits(), modules=("numpy",)):

@@ -15,6 +15,7 @@ class Student:
     def __init__(self, process):
         self.process = process
         self.names = {}  # Handle ident: what the object is, for messages
+        self.used = set()  # the student's functions and classes called by name (`check` says what a failure may come from)
 
     def call(self, target, *args, method=None, keep=False, _time_limit=None, _label=None, _device=None, _forbid=None,
              **kwargs):
@@ -23,6 +24,8 @@ class Student:
         functions the exercise's text forbids, which fail the call ({"functions": {where it lives: its
         name in the message}, "why": what to do instead}, `sandbox.calls.Forbidden`)."""
         what = self.called(target, method, args, kwargs, _label)
+        if isinstance(target, str):
+            self.used.add(target)
         if method == "load_state_dict" and len(args) == 1 and isinstance(args[0], dict) and not kwargs and not keep:
             return self._load(target, args[0], what, _time_limit)
         if _device is not None:
@@ -58,6 +61,8 @@ class Student:
 
     def measured_call(self, target, *args, _time_limit=None, _label=None, **kwargs):
         """(value, the largest rise of the memory the student's processes hold during the call)."""
+        if isinstance(target, str):
+            self.used.add(target)
         try:
             return self.process.measured_call(target, *args, _time_limit=_time_limit, **kwargs)
         except StudentError as error:

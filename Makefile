@@ -4,6 +4,9 @@ include student/venv.mk
 SUBMISSIONS ?= samples/submitted
 OUT ?= grades
 JOBS ?=
+# pytest-xdist's workers: one more than the cores, since a test waits much of its time (a time limit
+# running out, a kernel or a browser starting) and a third worker fills those waits on two cores
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: all book test test-fast release grade check student-copy clean distclean
 
@@ -45,12 +48,12 @@ test: $(STAMP)
 	@$(call apt_install,bwrap,bubblewrap,the autograder will run student code without isolation)
 	@$(call apt_install,chromedriver,chromium chromium-driver,the browser test of the book cannot run)
 	@$(call apt_install,slurmctld,slurm-wlm,the test of the Slurm recipe is skipped)
-	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The inner loop: every test but the tiers marked in tests/conftest.py (grading runs, fresh venvs,
 # the book, nbgrader's commands); make test runs them all.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not (slow or venv or book or nbgrader)"
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder -m "not (slow or venv or book or nbgrader)"
 
 # notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
 # needs it there). nbgrader runs `alembic` from PATH when it makes gradebook.db, hence .venv/bin first.

@@ -36,11 +36,11 @@ def pytest_configure(config):
 # The modules that take longest, longest first: `make test` hands pytest-xdist's workers whole modules
 # in this order (--dist loadfile --no-loadscope-reorder), so the long ones start at once, side by side,
 # and the short ones fill in after them. test_browser builds the book the other book modules read.
-LONGEST_FIRST = ["test_grading", "test_browser", "test_resume", "test_student_copy", "test_nbgrader_route",
-                 "test_gradescope_and_export", "test_selfcheck", "test_adversarial", "test_adversarial_callbacks",
-                 "test_adversarial_known_good", "test_class_state", "test_hints", "test_free_points",
-                 "test_adversarial_reach", "test_shards", "test_autograder_cli", "test_slurm",
-                 "test_adversarial_reference", "test_run_seed", "test_check_device"]
+LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_class_state", "test_nbgrader_route",
+                 "test_resume", "test_gradescope_and_export", "test_adversarial_known_good", "test_selfcheck",
+                 "test_adversarial_callbacks", "test_autograder_cli", "test_adversarial_reach", "test_run_seed",
+                 "test_hints", "test_adversarial", "test_grader_death", "test_adversarial_reference",
+                 "test_adversarial_host", "test_cleanup", "test_slurm", "test_book", "test_free_points"]
 
 
 def module_name(item):
@@ -55,9 +55,10 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(module_name(item), len(rank)))  # stable: the rest keep their order
 
 
-def run(*command, cwd=REPO, check=True, timeout=1800):
-    """Run a command from the project's venv; its output is shown when it fails."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")  # nbgrader runs `alembic`
+def run(*command, cwd=REPO, check=True, timeout=1800, **variables):
+    """Run a command from the project's venv, with environment `variables` added; its output is shown
+    when it fails."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **variables)  # nbgrader runs `alembic`
     result = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True,
                             timeout=timeout, env=env)
     if check and result.returncode != 0:

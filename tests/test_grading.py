@@ -27,6 +27,7 @@ from submissions import filled_notebook, student_id, student_notebook, write
 
 from autograder import assignments
 from autograder.notebook import exercises, is_explore_cell
+from autograder.stated import fresh_seed
 
 ASSIGNMENTS = assignments()
 MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in catalogue(a).WRONG.items()
@@ -85,11 +86,17 @@ def submissions(tmp_path_factory):
     return root
 
 
+# One seed for both graders (nbgrader's kernels read it from $AUTOGRADER_SEED): the stated rules draw
+# the same inputs in both, so a wrong answer right on some inputs (a softmax that forgets to rescale,
+# right where each row's maximum is in its first block) is charged alike. A new one each run.
+SEED = str(fresh_seed())
+
+
 @pytest.fixture(scope="module")
 def autograder_out(submissions, tmp_path_factory):
     """The output folder of `python -m autograder grade` over every submission."""
     out = tmp_path_factory.mktemp("grades")
-    run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", "--quiet")
+    run(BIN / "python", "-m", "autograder", "grade", submissions, "--out", out, "-j", "2", "--quiet", "--seed", SEED)
     return out
 
 
@@ -125,7 +132,7 @@ def nbgrader_course(submissions, tmp_path_factory):
     flags = [f"--CourseDirectory.root={course}", f"--CourseDirectory.db_url=sqlite:///{course}/gradebook.db"]
     for a in ASSIGNMENTS:
         run(BIN / "nbgrader", "generate_assignment", a, "--force", *flags)
-        run(BIN / "nbgrader", "autograde", a, "--create", "--force", *flags)
+        run(BIN / "nbgrader", "autograde", a, "--create", "--force", *flags, AUTOGRADER_SEED=SEED)
     return course, flags
 
 

@@ -36,11 +36,12 @@ def pytest_configure(config):
 # The modules that take longest, longest first: `make test` hands pytest-xdist's workers whole modules
 # in this order (--dist loadfile --no-loadscope-reorder), so the long ones start at once, side by side,
 # and the short ones fill in after them. test_browser builds the book the other book modules read.
-LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_class_state", "test_nbgrader_route",
-                 "test_resume", "test_gradescope_and_export", "test_adversarial_known_good", "test_selfcheck",
-                 "test_adversarial_callbacks", "test_autograder_cli", "test_adversarial_reach", "test_run_seed",
-                 "test_hints", "test_adversarial", "test_grader_death", "test_adversarial_reference",
-                 "test_adversarial_host", "test_cleanup", "test_slurm", "test_book", "test_free_points"]
+LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_nbgrader_route", "test_selfcheck",
+                 "test_gradescope_and_export", "test_autograder_cli", "test_adversarial_known_good",
+                 "test_adversarial_reach", "test_class_state", "test_run_seed", "test_adversarial_callbacks",
+                 "test_adversarial", "test_hints", "test_resume", "test_adversarial_host", "test_grader_death",
+                 "test_adversarial_reference", "test_free_points", "test_check_device", "test_release", "test_slurm",
+                 "test_cleanup", "test_book"]
 
 
 def module_name(item):

@@ -46,6 +46,19 @@ def test_grading_the_samples_prints_a_table_and_writes_rows_and_feedback(samples
     assert all(row["students"] == "3" and row["not_graded"] == "1" for row in summary)
 
 
+def test_the_lms_export_has_a_row_per_student_and_a_column_per_assignment(samples_graded, tmp_path):
+    _, out = samples_graded
+    run(BIN / "python", "-m", "autograder", "export", out / "grades.csv", "--to", tmp_path / "lms.csv")
+    rows = list(csv.reader(open(tmp_path / "lms.csv")))
+    assignments = sorted({r["assignment"] for r in csv.DictReader(open(out / "grades.csv"))})
+    assert rows[0] == ["student"] + assignments + ["total"]
+    assert rows[1][0] == "Points Possible"
+    students = {r[0]: r[1:] for r in rows[2:]}
+    assert set(students) == {"broken-student", "partial-student", "perfect-student"}
+    assert students["perfect-student"][-1] == rows[1][-1]
+    assert float(students["broken-student"][-1]) == 0
+
+
 def test_a_second_run_writes_the_same_bytes(samples_graded, tmp_path):
     _, first = samples_graded
     seed = (first / ".journal" / ".seed").read_text().strip()  # the stated rules' inputs: the first run's

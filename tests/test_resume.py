@@ -8,11 +8,13 @@ import time
 
 from conftest import BIN, REPO, run
 
+LIGHT = "0[1-4]-*"  # the samples of chapters 1 to 4: what resumes is the same for every chapter
+
 
 def test_a_killed_run_resumes_to_the_same_grades(tmp_path):
     submissions = tmp_path / "submitted"
-    for sample in (REPO / "samples" / "submitted").iterdir():
-        shutil.copytree(sample, submissions / sample.name)
+    for notebook in (REPO / "samples" / "submitted").glob(f"*/{LIGHT}/*.ipynb"):  # 12 notebooks, the lightest
+        shutil.copytree(notebook.parent, submissions / notebook.relative_to(REPO / "samples" / "submitted").parent)
     command = [BIN / "python", "-m", "autograder", "grade", submissions, "--quiet", "-j", "1"]
     run(*command, "--seed", "11", "--out", tmp_path / "clean")  # the killed run keeps its own seed in its journal
 

@@ -41,14 +41,6 @@ def fresh_caches(student, ref, count, pairs=True):
     return [(one(), one()) if pairs else one() for _ in range(count)]
 
 
-def sides(value, student):
-    if isinstance(value, Pair):
-        return value.handle if student else value.module
-    if type(value) in (list, tuple):
-        return type(value)(sides(v, student) for v in value)
-    return value
-
-
 # ---- CrossAttention ---------------------------------------------------------------------------
 
 @check("CrossAttention", "attention of the target's states over the memory: other sizes, a batch of one, float64",

@@ -57,11 +57,12 @@ test-fast: $(STAMP)
 
 # notebooks/<a> from solutions/<a>, and each assignment recorded in nbgrader's gradebook.db (autograde
 # needs it there). nbgrader runs `alembic` from PATH when it makes gradebook.db, hence .venv/bin first.
-# Generated into build/release first: a failure leaves notebooks/ as it was.
+# Generated into build/release first: a failure leaves notebooks/ as it was. "*": every assignment in one
+# nbgrader process (it globs the assignment's name).
 release: $(STAMP)
 	rm -rf build/release
-	for a in $$(ls solutions); do PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/nbgrader generate_assignment $$a --force \
-	  --log-level=WARN --CourseDirectory.release_directory="$(CURDIR)/build/release" || exit 1; done
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/nbgrader generate_assignment "*" --force --log-level=WARN \
+	  --CourseDirectory.release_directory="$(CURDIR)/build/release"
 	for a in $$(ls solutions); do rm -rf notebooks/$$a && cp -R build/release/$$a notebooks/$$a || exit 1; done
 	rm -rf build/release
 

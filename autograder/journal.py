@@ -4,7 +4,7 @@ Each graded notebook is written atomically to OUT/.journal/<student>/<assignment
 the notebook's bytes and the grader's own version (checks + source notebooks): a later run
 reuses it only if neither has changed, and never counts a notebook twice.
 
-The run's seed (`stated.run_seed`: the stated rules' inputs, which students must not be able to
+The run's seed (the stated rules' inputs, which students must not be able to
 compute) is kept in OUT/.journal/.seed, readable by its owner only, the first time a run uses OUT:
 a resumed run or a regrade into the same OUT draws the same inputs, so writes the same bytes. An
 entry is keyed by the seed too: one graded with another seed is graded again.

@@ -228,10 +228,9 @@ def not_graded(student, assignment, reason):
 
 
 def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
-    """The notebook's Graded. `seed`: the run's seed of the stated rules' inputs (`stated.run_seed`;
-    None: this process's own, drawn fresh unless set)."""
-    if seed is not None:
-        stated.set_seed(seed)
+    """The notebook's Graded. `seed`: the run's seed of the stated rules' inputs (None:
+    `stated.seed_from_environment()`)."""
+    seed = stated.seed_from_environment() if seed is None else seed
     try:
         submission = _load(path, assignment)
     except NotebookError as error:
@@ -252,7 +251,7 @@ def grade_notebook(student, assignment, path, limits=Limits(), seed=None):
         for exercise in notebook.exercises(assignment):
             student_process.start_exercise()
             with stages.stage("checks"):
-                graded.exercises.append(run_exercise(assignment, exercise.name, student_process, ref))
+                graded.exercises.append(run_exercise(assignment, exercise.name, student_process, ref, seed=seed))
         with stages.stage("end"):
             student_process.close()
     for stage, seconds in student_process.seconds.items():

@@ -140,9 +140,10 @@ def cells_to_run(submission, assignment, at):
     return ordered + [(PROBE_INDEX, PROBE)], check_index
 
 
-def run_sandboxed(cells, names, assignment, limits):
+def run_sandboxed(cells, names, assignment, limits, seed):
     """({cell index: error}, missing names or None, `stated_rules`'s {exercise: [(rule, failure, used)]}): the
-    notebook run as the grader runs it, then the rules the texts state, on the exercises it defines."""
+    notebook run as the grader runs it, then the rules the texts state, on the exercises it defines,
+    their inputs drawn from `seed`."""
     with SandboxedStudent(cells, limits, notebook.modules_to_preload(assignment)) as student:
         errors = dict(student.cell_errors)
         if None in errors:
@@ -152,10 +153,10 @@ def run_sandboxed(cells, names, assignment, limits):
         except StudentError as error:
             errors[None] = f"the check could not see which functions your notebook defines ({error})"
             return errors, None, {}
-        return errors, missing, stated_rules(student, assignment, missing)
+        return errors, missing, stated_rules(student, assignment, missing, seed)
 
 
-def stated_rules(process, assignment, missing):
+def stated_rules(process, assignment, missing, seed):
     """{exercise: [(rule, failure or "", the names of the student's code it called)]}, for the
     exercises whose names are all defined."""
     found = {}
@@ -167,7 +168,7 @@ def stated_rules(process, assignment, missing):
         found[e.name] = []
         for rule in rules:
             student = stated.Student(process)
-            found[e.name].append((rule.name, failure_of(rule.run, student), student.used))
+            found[e.name].append((rule.name, failure_of(rule.run, student, stated.rng_for(rule.key, seed)), student.used))
     return found
 
 
@@ -337,12 +338,14 @@ def exercise_block(e, submission, errors, missing, number, check_index, released
     return block
 
 
-def check(path, assignment, limits=Limits()):
-    """[Block]: the notebook's, then one per exercise. Raises NotebookError if it cannot be read."""
+def check(path, assignment, limits=Limits(), seed=None):
+    """[Block]: the notebook's, then one per exercise. Raises NotebookError if it cannot be read.
+    `seed`: the stated rules' inputs (None: `stated.seed_from_environment()`)."""
     submission, exercises = load_submission(path, assignment), notebook.exercises(assignment)
     at = exercise_cells(submission, assignment)
     cells, check_index = cells_to_run(submission, assignment, at)
-    errors, missing, rules = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits)
+    seed = stated.seed_from_environment() if seed is None else seed
+    errors, missing, rules = run_sandboxed(cells, [n for e in exercises for n in e.defines], assignment, limits, seed)
     inputs, released = input_problems(submission, errors), released_cells(assignment)
     reach, run, check_sources = Reach(submission, exercises), dict(submission.code_cells), check_cell_sources(assignment)
     blocks, failing = [notebook_block(path, assignment, submission, errors, at, inputs)], []

@@ -33,13 +33,13 @@ def record():
     from autograder.checks.core import answer_helpers
     from autograder.checks.inprocess import InProcessStudent
     from autograder.stated.known import Recording
-    stated.set_seed(stated.fresh_seed())  # a seed nobody keeps
+    seed = stated.fresh_seed()  # a seed nobody keeps
     records = {}
     for rule in rules_with_answers():
         checks_module(rule.assignment)  # registers the chapter's grader-side answers
         ref = reference.load(rule.assignment)
         recording = Recording(ref, answer_helpers(rule.assignment))
-        rule.run(stated.Student(InProcessStudent(dict(vars(ref)))), recording)  # a failure here is the rule's bug
+        rule.run(stated.Student(InProcessStudent(dict(vars(ref)))), stated.rng_for(rule.key, seed), recording)  # a failure here is the rule's bug
         records[rule.key] = {"inputs": recording.inputs, "answers": recording.answers}
     return records
 

@@ -7,6 +7,7 @@ training step. `grade` runs the same rule, on the same cases, and adds the refer
 the CPU."""
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -85,6 +86,9 @@ def process(request):
             yield student
 
 
+RNG = np.random.default_rng(0)  # the rules here draw nothing from it
+
+
 def rule(cases):
     return DeviceRule("test", "f", DEVICE_CHECK, 0.5, cases)
 
@@ -109,52 +113,52 @@ def test_a_kept_module_is_moved_as_a_copy(process):
 def test_the_rule_charges_a_tensor_made_on_the_cpu(process):
     student = Student(process)
     with pytest.raises(CheckFailure) as mixed:
-        calls("mixes", torch.zeros(3)).run(student)
+        calls("mixes", torch.zeros(3)).run(student, RNG)
     assert "line 6" in str(mixed.value) and DEVICE_RULE in str(mixed.value)
     with pytest.raises(CheckFailure) as returned:
-        calls("made_on_cpu", torch.zeros(3)).run(student)
+        calls("made_on_cpu", torch.zeros(3)).run(student, RNG)
     assert "returned the result (a tensor) on the cpu" in str(returned.value)
 
 
 def test_a_right_call_passes(process):
-    calls("double", torch.ones(3)).run(Student(process))
-    calls("good", torch.ones(3, 2)).run(Student(process))
+    calls("double", torch.ones(3)).run(Student(process), RNG)
+    calls("good", torch.ones(3, 2)).run(Student(process), RNG)
 
 
 @pytest.mark.parametrize("name", ["reads_data", "gpu_idioms", "trains"])
 def test_what_runs_on_a_gpu_passes(process, name):
     """.item(), bool(), boolean masks read and written, nonzero, a module moved or built on the
     device, backward, clipping and an optimizer's step: all run on a GPU, and here."""
-    calls(name, torch.randn(4, 3)).run(Student(process))
+    calls(name, torch.randn(4, 3)).run(Student(process), RNG)
 
 
 def test_numpy_of_a_device_tensor_fails_as_on_a_gpu(process):
     with pytest.raises(CheckFailure, match="converted a tensor of the device to NumPy"):
-        calls("to_numpy", torch.ones(3)).run(Student(process))
+        calls("to_numpy", torch.ones(3)).run(Student(process), RNG)
 
 
 def test_an_error_is_never_a_pass(process):
     """An error that only claims to be the device's raises on the CPU too, which is run first, and
     is told so."""
     with pytest.raises(CheckFailure) as failed:
-        calls("says_device", torch.ones(3)).run(Student(process))
+        calls("says_device", torch.ones(3)).run(Student(process), RNG)
     assert "on the CPU: the device rule compares" in str(failed.value)
 
 
 def test_an_error_without_a_sign_of_a_device_is_not_blamed_on_a_cpu_tensor(process):
     """A hint needs its evidence: "met a tensor made on the CPU" only where the error says so."""
     with pytest.raises(CheckFailure) as failed:
-        calls("breaks_on_device", torch.ones(3)).run(Student(process))
+        calls("breaks_on_device", torch.ones(3)).run(Student(process), RNG)
     assert "made on the CPU" not in str(failed.value) and "where the same call on the CPU ran" in str(failed.value)
     with pytest.raises(CheckFailure, match="met a tensor made on the CPU"):
-        calls("mixes", torch.ones(3)).run(Student(process))
+        calls("mixes", torch.ones(3)).run(Student(process), RNG)
 
 
 def test_no_tensor_and_another_layout_than_on_the_cpu_fail(process):
     with pytest.raises(CheckFailure, match="returned no tensor"):
-        calls("returns_none", torch.ones(3)).run(Student(process))
+        calls("returns_none", torch.ones(3)).run(Student(process), RNG)
     with pytest.raises(CheckFailure) as shorter:
-        calls("shorter_on_device", torch.ones(3)).run(Student(process))
+        calls("shorter_on_device", torch.ones(3)).run(Student(process), RNG)
     assert ("a float32 tensor of shape (1,); the same call on the CPU returns a float32 tensor of shape (3,)"
             in str(shorter.value))
 
@@ -163,15 +167,15 @@ def test_each_run_of_a_sequence_gets_fresh_objects(process):
     """A cache shared by the device's run and the CPU's would hold 4 rows on the CPU, 2 on the device."""
     cache = Fresh("Cache")
     rule(lambda make, rng: [[on("cached", torch.ones(1, 2), cache), on("cached", torch.ones(1, 2), cache)]]).run(
-        Student(process))
+        Student(process), RNG)
 
 
 def test_grade_adds_the_references_values_on_the_cpu(process):
     """`returns_input` keeps the device and the layout; its values are not the reference's."""
     env = _WithReference({}, None, REF)
-    calls("double", torch.ones(3)).run(Student(process), env=env)
+    calls("double", torch.ones(3)).run(Student(process), RNG, env=env)
     with pytest.raises(CheckFailure, match="on the CPU"):
-        calls("returns_input", torch.ones(3)).run(Student(process), env=env)
+        calls("returns_input", torch.ones(3)).run(Student(process), RNG, env=env)
 
 
 @pytest.mark.parametrize("assignment", assignments())
@@ -201,4 +205,4 @@ def test_correct_code_with_a_boolean_mask_keeps_the_device_rule():
     namespace = dict(vars(reference.load("09-language-model")))
     exec(compile(MASKED_LOSS, "<cell 1>", "exec"), namespace)
     (rule,) = [r for r in device_rules("09-language-model") if r.exercise == "cross_entropy"]
-    rule.run(Student(InProcessStudent(namespace)))
+    rule.run(Student(InProcessStudent(namespace)), RNG)

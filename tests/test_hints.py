@@ -14,6 +14,7 @@ from mutants import catalogue
 from autograder import reference
 from autograder.checks import run_exercise
 from autograder.checks.inprocess import InProcessStudent
+from autograder.stated import fresh_seed
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # chapter 7's kernel on the CPU, as its notebook says
 
@@ -65,7 +66,7 @@ def messages(assignment, exercise, variant):
     if key not in _MESSAGES:
         namespace = dict(vars(reference.load(assignment)))
         exec(catalogue(assignment).WRONG[exercise][variant], namespace)
-        result = run_exercise(assignment, exercise, InProcessStudent(namespace))
+        result = run_exercise(assignment, exercise, InProcessStudent(namespace), seed=fresh_seed())
         _MESSAGES[key] = {c.name: c.message for c in result.checks if c.message}
     return _MESSAGES[key]
 

@@ -11,6 +11,7 @@ from autograder import reference
 from autograder.checks import run_exercise
 from autograder.checks.core import CheckFailure, expect_close
 from autograder.checks.inprocess import InProcessStudent
+from autograder.stated import fresh_seed
 
 RENAMED = reference_solutions("04-multi-head")["MultiHeadAttention"].replace("self.q_proj", "self.query")
 assert RENAMED.count("self.query") == 2  # defined and used
@@ -21,7 +22,7 @@ def messages(assignment, exercise, source):
     namespace = dict(vars(reference.load(assignment)))
     exec(source, namespace)
     student = InProcessStudent(namespace)
-    result = run_exercise(assignment, exercise, student)
+    result = run_exercise(assignment, exercise, student, seed=fresh_seed())
     return {c.name: c.message for c in result.checks if c.message}
 
 

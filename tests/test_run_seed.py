@@ -22,27 +22,19 @@ A = "04-multi-head"  # a cheap chapter with stated rules
 MEMORY_RULE = next(p for p in stated.properties("07-flash-tiling", "tiled_attention") if p.function is stated.ch07_flash_tiling.tiled_memory)
 
 
-@pytest.fixture
-def seed():
-    """Restores this process's seed after a test sets it."""
-    before = stated.register._seed
-    yield
-    stated.register._seed = before
-
-
 def draws(rng):
     return rng.integers(2**62, size=4).tolist()
 
 
-def test_a_stated_rule_draws_from_the_run_seed_and_a_hidden_check_does_not(seed):
-    stated.set_seed(1)
-    first = draws(stated.rng_for("x/rule", secret=True)), draws(stated.rng_for("x/check"))
-    assert draws(stated.rng_for("x/rule", secret=True)) == first[0]  # one seed, one input: a run is repeatable
-    stated.set_seed(2)
-    assert draws(stated.rng_for("x/rule", secret=True)) != first[0]
+def test_a_stated_rule_draws_from_the_run_seed_and_a_hidden_check_does_not(monkeypatch):
+    first = draws(stated.rng_for("x/rule", 1)), draws(stated.rng_for("x/check"))
+    assert draws(stated.rng_for("x/rule", 1)) == first[0]  # one seed, one input: a run is repeatable
+    assert draws(stated.rng_for("x/rule", 2)) != first[0]
     assert draws(stated.rng_for("x/check")) == first[1]
-    stated.set_seed(None)
-    assert stated.run_seed() != stated.fresh_seed()  # fresh: drawn from the operating system
+    monkeypatch.setenv(stated.SEED_VARIABLE, "12345")  # reproducing a run of nbgrader or of `check`
+    assert stated.seed_from_environment() == 12345
+    monkeypatch.delenv(stated.SEED_VARIABLE)
+    assert stated.seed_from_environment() != stated.seed_from_environment()  # fresh: from the operating system
 
 
 def test_grade_seeds_exactly_the_stated_rules():
@@ -51,14 +43,14 @@ def test_grade_seeds_exactly_the_stated_rules():
     import autograder.checks.core as core
     checks_module(A)
     real, taken = core.rng_for, []
-    core.rng_for = lambda name, secret=False: taken.append(secret) or real(name, secret)  # noqa: E731
+    core.rng_for = lambda name, seed=None: taken.append(seed is not None) or real(name, seed)  # noqa: E731
     seen = {}
     try:
         for e in ("MultiHeadAttention", "count_parameters"):
             for check in registered(A, e):
                 del taken[:]
                 try:
-                    check.run(None, None)  # no student: it fails at its first call, its generator drawn
+                    check.run(None, None, 1)  # no student: it fails at its first call, its generator drawn
                 except Exception:
                     pass
                 seen[check.name, e] = taken[0]
@@ -106,17 +98,16 @@ def test_runs_with_one_seed_write_the_same_bytes_and_a_rerun_keeps_its_seed(tmp_
     assert bad.returncode == 2 and "expected a whole number" in bad.stderr
 
 
-def test_the_attacker_that_precomputes_the_published_inputs_is_charged_as_the_whole_matrix(seed):
+def test_the_attacker_that_precomputes_the_published_inputs_is_charged_as_the_whole_matrix():
     """Measured: the whole matrix every time (its cache of the published seed's answers misses);
     with the published inputs of old (the rule's name its only seed, the warm-up drawn before the
     measured calls) it held 1 MB and kept the rule's points."""
     source = catalogue("07-flash-tiling").WRONG["tiled_attention"]["precomputes_the_published_inputs"]
     cells = [(0, "import math\nimport numpy as np\nimport torch\n"), (1, source)]
-    stated.set_seed(None)
     with SandboxedStudent(cells, Limits(), ["numpy", "torch"]) as student:
         assert student.cell_errors == {}
         with pytest.raises(stated.CheckFailure, match="raised the memory your notebook's processes hold by"):
-            MEMORY_RULE.run(stated.Student(student))
+            MEMORY_RULE.run(stated.Student(student), stated.rng_for(MEMORY_RULE.key, stated.fresh_seed()))
 
 
 @pytest.mark.parametrize("a, exercise, mutant, failing", [
@@ -130,7 +121,7 @@ def test_the_attacker_that_precomputes_the_published_inputs_is_charged_as_the_wh
     ("09-language-model", "cross_entropy", "in_float32", {"equals F.cross_entropy(logits.reshape(-1, V), "
                                                           "targets.reshape(-1), ignore_index)"}),
 ])
-def test_a_bug_fails_the_same_rules_whatever_the_seed(seed, tmp_path, a, exercise, mutant, failing):
+def test_a_bug_fails_the_same_rules_whatever_the_seed(tmp_path, a, exercise, mutant, failing):
     """Two students with one bug (or none) get the same points on any seed: each rule fails on all 12
     seeds or on none (tests/seed_scan.py, which found these, runs them)."""
     source = catalogue(a).WRONG[exercise][mutant] if mutant else None

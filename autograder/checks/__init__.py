@@ -11,7 +11,7 @@ import importlib
 import io
 import warnings
 
-from .. import GUIDE, REPO_ROOT, CourseError, checks_file, notebook, reference
+from .. import GUIDE, REPO_ROOT, CourseError, checks_file, notebook, reference, stated
 from ..results import CheckResult, ExerciseResult
 from ..sandbox.calls import StudentError
 from ..sandbox.protocol import StudentProcess
@@ -49,9 +49,9 @@ def exercise_checks(assignment, exercise):
     return [(c, points * c.weight / total) for c in checks]
 
 
-def run_exercise(assignment: str, exercise: str, student: StudentProcess, ref=None) -> ExerciseResult:
+def run_exercise(assignment: str, exercise: str, student: StudentProcess, ref=None, *, seed: int) -> ExerciseResult:
     """Every check of one exercise, with known-good versions of the exercises before it; a failing
-    check costs its share, nothing more."""
+    check costs its share, nothing more. `seed`: the run's, which draws the stated rules' inputs."""
     ref = ref if ref is not None else reference.load(assignment)
     names = notebook.known_good(assignment, exercise)
     student.callbacks.pop("known_good", None)
@@ -62,7 +62,7 @@ def run_exercise(assignment: str, exercise: str, student: StudentProcess, ref=No
             student.use_known_good(standins.spec())
     results = []
     for check, max_points in exercise_checks(assignment, exercise):
-        message = failure_of(check.run, Student(student), ref)
+        message = failure_of(check.run, Student(student), ref, seed)
         results.append(CheckResult(check.name, 0.0 if message else max_points, max_points, message))
     points = {e.name: e.points for e in notebook.exercises(assignment)}[exercise]
     return ExerciseResult(exercise, points, results)
@@ -82,7 +82,7 @@ def grade(assignment, exercise, namespace):
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")  # a warning on stderr would cost all the cell's points
         try:
-            result = run_exercise(assignment, exercise, student)
+            result = run_exercise(assignment, exercise, student, seed=stated.seed_from_environment())
         finally:
             student.restore()
     print(format_result(result))

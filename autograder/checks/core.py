@@ -29,7 +29,7 @@ class Check:
     exercise: str
     name: str          # what it tests, shown in the feedback
     weight: float      # the exercise's points are split over its checks by weight
-    run: callable      # run(student, ref)
+    run: callable      # run(student, ref, seed): seed, the run's, draws a stated rule's inputs
     id: str = ""       # stable, apart from the sentence: its inputs are drawn from it
 
 
@@ -51,7 +51,7 @@ class Chapter:
     def register(self, exercise, name, weight, function, id, secret=False):
         """`function(student, ref, rng)` as a check of `exercise`."""
         key = f"{self.assignment}/{id}"
-        run = lambda student, ref: function(student, ref, rng_for(key, secret))  # noqa: E731
+        run = lambda student, ref, seed: function(student, ref, rng_for(key, seed if secret else None))  # noqa: E731
         _REGISTRY.setdefault(self.assignment, []).append(Check(self.assignment, exercise, name, weight, run, id))
 
     def check(self, exercise, name, weight=1.0):

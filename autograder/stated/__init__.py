@@ -19,8 +19,8 @@ import importlib
 import pkgutil
 import re
 
-from .register import (CheckFailure, Property, fresh_seed, parse_seed, properties, rng_for, run_seed,  # noqa: F401
-                       set_seed, stated, SEED_VARIABLE)
+from .register import (CheckFailure, Property, fresh_seed, parse_seed, properties, rng_for,  # noqa: F401
+                       seed_from_environment, stated, SEED_VARIABLE)
 from .calling import Student, called, describe  # noqa: F401 (the checks' vocabulary)
 from .device import device_rules  # noqa: F401 (the device rule of every exercise on tensors, by chapter)
 

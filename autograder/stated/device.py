@@ -22,7 +22,7 @@ import numpy as np
 
 from ..sandbox.emulated import NAME as DEVICE
 from .calling import Shown, StudentError, called, describe, tensor
-from .register import CheckFailure, rng_for
+from .register import CheckFailure
 
 DEVICE_RULE = ("outputs keep the input's device: make new tensors on it (torch.zeros(n, device=x.device), "
                "torch.arange(n, device=x.device), mask.to(x.device)) and move a module you build with "
@@ -113,12 +113,11 @@ class DeviceRule:
         """The rule's stable name, which seeds its inputs: not its sentence's."""
         return f"{self.assignment}/{self.exercise}/device"
 
-    def run(self, student, rng=None, env=OwnCode()):
+    def run(self, student, rng, env=OwnCode()):
         """Each sequence of `cases` on the CPU, then on the emulated GPU (fresh objects each time), compared call
         by call (the CPU first: a call that fails there too tells nothing of devices); then
-        `env.values` (`grade`: the reference's values on the CPU). `rng`: the run seed's, as `check`
-        draws it, unless `grade` gives its own."""
-        rng = rng if rng is not None else rng_for(self.key, secret=True)
+        `env.values` (`grade`: the reference's values on the CPU). `rng`: `rng_for(self.key, the run's
+        seed)`."""
         for sequence in self.cases(Maker(student, rng, env), rng):
             on_cpu = _run(student, sequence, "cpu")
             on_device = _run(student, sequence, DEVICE)

@@ -9,7 +9,6 @@ from .known import Replay
 
 
 SEED_VARIABLE = "AUTOGRADER_SEED"
-_seed = None  # this process's run seed; None: drawn at its first use
 
 
 def fresh_seed():
@@ -29,31 +28,22 @@ def parse_seed(text):
     return seed
 
 
-def set_seed(seed):
-    """Seed this process's stated rules: `grade` sets its run's seed (kept in its journal) in each
-    grading process; None draws a fresh one at the next use."""
-    global _seed
-    _seed = None if seed is None else parse_seed(seed)
+def seed_from_environment():
+    """The seed of a run its caller did not give one: $AUTOGRADER_SEED (to reproduce a run of
+    `grade`, of nbgrader or of `check`), else a fresh one. `grade` resolves its run's once and keeps it
+    in its journal; nbgrader's test cells and `check` call this once per exercise and per run."""
+    import os
+    given = os.environ.get(SEED_VARIABLE, "").strip()
+    return parse_seed(given) if given else fresh_seed()
 
 
-def run_seed():
-    """The seed of this run's stated rules: the one `set_seed` set, else $AUTOGRADER_SEED (to
-    reproduce a run of nbgrader or `check`), else a fresh one, drawn once per process."""
-    global _seed
-    if _seed is None:
-        import os
-        given = os.environ.get(SEED_VARIABLE, "").strip()
-        _seed = parse_seed(given) if given else fresh_seed()
-    return _seed
-
-
-def rng_for(name, secret=False):
-    """The generator of one check, seeded by its name. A hidden check's (`secret=False`) gives the
-    same inputs on every run, in every grader: nobody who is graded can read it. A stated rule's
-    (`secret=True`) is seeded by the run's seed too (`run_seed`): its code ships to the students,
-    and inputs drawn from a seed they can read could be computed, and answered, in advance."""
+def rng_for(name, seed=None):
+    """The generator of one check, seeded by its name. A hidden check's (`seed` None) gives the same
+    inputs on every run, in every grader: nobody who is graded can read it. A stated rule's is seeded
+    by the run's `seed` too: its code ships to the students, and inputs drawn from a seed they can
+    read could be computed, and answered, in advance."""
     key = zlib.crc32(name.encode())
-    return np.random.default_rng([key, run_seed()] if secret else key)
+    return np.random.default_rng(key if seed is None else [key, parse_seed(seed)])
 
 
 @dataclass(frozen=True)
@@ -70,10 +60,9 @@ class Property:
         """The rule's stable name: its function's, not its sentence's."""
         return f"{self.assignment}/{self.function.__name__}"
 
-    def run(self, student, known=None):
-        """`known`: where the answers come from (`grade` gives the reference); by default the answers
-        stored for `check`."""
-        rng = rng_for(self.key, secret=True)
+    def run(self, student, rng, known=None):
+        """`rng`: `rng_for(self.key, the run's seed)`. `known`: where the answers come from (`grade`
+        gives the reference); by default the answers stored for `check`."""
         if not self.known:
             return self.function(student, rng)
         return self.function(student, rng, known or Replay(self.key))

@@ -14,8 +14,8 @@ import math
 import numpy as np
 import torch
 
-from .core import (Chapter, CheckFailure, Pair, call, describe, expect_close, expect_same, expect_true, plain, same,
-                   tensor)
+from .core import (Chapter, CheckFailure, Pair, call, describe, expect_close, expect_same, expect_true, model_pair,
+                   plain, same, tensor)
 from .known_good import use_with_probe
 from ..sandbox.probes import GRADER_LLAMA, LLAMA_FOR_CAUSAL_LM
 
@@ -33,24 +33,8 @@ def tokens(rng, vocab, shape):
     return torch.from_numpy(rng.integers(0, vocab, size=shape))
 
 
-def lm_pair(student, ref, sizes, rng, scale=0.5, double=False, **options):
-    """LlamaLM(*sizes, **options) on both sides holding the same random parameters; a tied model's
-    embedding and head get one value (the student may register them in either order)."""
-    with torch.random.fork_rng(devices=[]):  # in nbgrader's kernel, the student's code shares the global RNG
-        module = ref.LlamaLM(*sizes, **options)
-    state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
-    if options.get("tie_embeddings", True):
-        state["lm_head.weight"] = state["embed.weight"]
-    module.load_state_dict(state)
-    shown = ", ".join([*map(repr, sizes), *(f"{k}={v!r}" for k, v in options.items())])
-    label = f"LlamaLM({shown})"
-    handle = student.call("LlamaLM", *sizes, keep=True, _label=label, **options)
-    student.call(handle, plain(state), method="load_state_dict", _label=label)
-    if double:
-        handle, module, label = student.call(handle, method="double", keep=True, _label=label), module.double(), \
-            label + ".double()"
-    module.eval()
-    return Pair(handle, module, label + " with parameters the grader loaded into it, on ")
+def lm_pair(student, ref, sizes, rng, **options):
+    return model_pair(student, ref, "LlamaLM", sizes, rng, **options)
 
 
 def caches(student, ref, count):

@@ -13,8 +13,8 @@ import functools
 import numpy as np
 import torch
 
-from .core import (Chapter, CheckFailure, Pair, call, describe, expect_same, expect_true, module_pair, plain, same,
-                   tensor)
+from .core import (Chapter, CheckFailure, Pair, call, describe, expect_same, expect_true, model_pair, module_pair,
+                   plain, same, tensor)
 from .known_good import use_with_probe
 from ..sandbox.probes import MARIAN_MT_MODEL, VIT_MODEL
 
@@ -130,23 +130,8 @@ stated_checks("EncoderLayer")
 
 # ---- Transformer --------------------------------------------------------------------------------
 
-def transformer_pair(student, ref, sizes, rng, scale=0.5, double=False, **options):
-    """Transformer(*sizes, **options) on both sides holding the same random parameters (the tied head gets the
-    embedding's values whatever the student's order of registration)."""
-    with torch.random.fork_rng(devices=[]):
-        module = ref.Transformer(*sizes, **options)
-    state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
-    state["lm_head.weight"] = state["embed.weight"]
-    module.load_state_dict(state)
-    shown = ", ".join([*map(repr, sizes), *(f"{k}={v!r}" for k, v in options.items())])
-    label = f"Transformer({shown})"
-    handle = student.call("Transformer", *sizes, keep=True, _label=label, **options)
-    student.call(handle, plain(state), method="load_state_dict", _label=label)
-    if double:
-        handle, module, label = student.call(handle, method="double", keep=True, _label=label), module.double(), \
-            label + ".double()"
-    module.eval()
-    return Pair(handle, module, label + " with parameters the grader loaded into it, on ")
+def transformer_pair(student, ref, sizes, rng, **options):
+    return model_pair(student, ref, "Transformer", sizes, rng, **options)
 
 
 MODEL = (30, 16, 2, 4, 24)

@@ -154,6 +154,29 @@ def module_pair(student, ref, class_name, *init, rng, scale=0.7, double=False, b
     return Pair(handle, module, label + " with parameters the grader loaded into it, on ")
 
 
+def model_pair(student, ref, class_name, sizes, rng, scale=0.5, double=False, **options):
+    """`class_name(*sizes, **options)` (a whole model: chapter 9's LlamaLM, chapter 10's Transformer)
+    on both sides holding the same random parameters, the call shown with its options in the
+    messages; a tied model's embedding and head get one value (the student may register them in
+    either order)."""
+    import torch
+    with torch.random.fork_rng(devices=[]):  # in nbgrader's kernel, the student's code shares the global RNG
+        module = getattr(ref, class_name)(*sizes, **options)
+    state = {n: tensor(rng, tuple(p.shape), scale=scale) for n, p in module.state_dict().items()}
+    if options.get("tie_embeddings", True):
+        state["lm_head.weight"] = state["embed.weight"]
+    module.load_state_dict(state)
+    shown = ", ".join([*map(repr, sizes), *(f"{k}={v!r}" for k, v in options.items())])
+    label = f"{class_name}({shown})"
+    handle = student.call(class_name, *sizes, keep=True, _label=label, **options)
+    student.call(handle, plain(state), method="load_state_dict", _label=label)
+    if double:
+        handle, module, label = student.call(handle, method="double", keep=True, _label=label), module.double(), \
+            label + ".double()"
+    module.eval()
+    return Pair(handle, module, label + " with parameters the grader loaded into it, on ")
+
+
 def expect_parameters(student, ref, class_name, *init, hint=""):
     """The student's `class_name(*init)` holds the reference's parameters: the same names and
     shapes. Returns the student's object."""

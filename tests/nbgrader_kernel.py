@@ -109,40 +109,44 @@ def grade(path):
     return points
 
 
-def in_fresh_process(path):
-    """grade(path) in a child forked from this process, so that no notebook sees another's state."""
+def start(path):
+    """grade(path) in a child forked from this process (no notebook sees another's state), bounded in
+    time; (its pid, the pipe it answers on)."""
     read, write = os.pipe()
     child = os.fork()
-    if child == 0:
-        os.close(read)
-        signal.alarm(NOTEBOOK_SECONDS)
-        try:
-            answer = {"points": grade(path)}
-        except BaseException:  # noqa: BLE001 -- said to the parent, which fails the test with it
-            answer = {"error": traceback.format_exc()}
-        with os.fdopen(write, "w") as pipe:
-            json.dump(answer, pipe)
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        said = pipe.read()
-    os.waitpid(child, 0)
-    answer = json.loads(said) if said else {"error": "the notebook's process died"}
-    if "error" in answer:
-        raise RuntimeError(f"{path}: {answer['error']}")
-    return answer["points"]
+    if child:
+        os.close(write)
+        return child, read
+    os.close(read)
+    signal.alarm(NOTEBOOK_SECONDS)  # past it, the child dies and the parent says so
+    try:
+        answer = {"points": grade(path)}
+    except BaseException:  # noqa: BLE001 -- said to the parent, which fails the test with it
+        answer = {"error": traceback.format_exc()}
+    with os.fdopen(write, "w") as pipe:
+        json.dump(answer, pipe)
+    os._exit(0)
 
 
-def main(out, *paths):
+def main(out, *paths, jobs=2):
     os.environ.setdefault("MPLBACKEND", "Agg")
     import torch  # noqa: F401 -- imported once, before the forks: what every notebook imports first
-
     import transformers  # noqa: F401
+
     import autograder.checks  # noqa: F401
-    points = {}
-    for path in paths:
-        path = Path(path)
-        points[f"{path.parent.parent.name}/{path.parent.name}"] = in_fresh_process(path)
+    points, waiting, running = {}, list(paths), {}
+    while waiting or running:  # `jobs` notebooks at once, as `grade -j 2` (nbgrader grades one at a time)
+        while waiting and len(running) < jobs:
+            path = Path(waiting.pop(0))
+            running.update([(start(path), path)])
+        done, _ = os.waitpid(-1, 0)  # whichever ends first
+        (child, pipe), path = next((key, path) for key, path in running.items() if key[0] == done)
+        del running[child, pipe]
+        with os.fdopen(pipe) as answer:
+            said = json.loads(answer.read() or '{"error": "the process died (killed, or past its time)"}')
+        if "error" in said:
+            raise RuntimeError(f"{path}: {said['error']}")
+        points[f"{path.parent.parent.name}/{path.parent.name}"] = said["points"]
     Path(out).write_text(json.dumps(points, indent=1))
 
 

@@ -111,20 +111,19 @@ def grade(path):
 
 def start(path):
     """grade(path) in a child forked from this process (no notebook sees another's state), bounded in
-    time; (its pid, the pipe it answers on)."""
-    read, write = os.pipe()
+    time; (its pid, the file it answers in: a pipe would hold a long traceback back until it is read)."""
+    descriptor, name = tempfile.mkstemp(suffix=".json")
+    os.close(descriptor)
+    answer_file = Path(name)
     child = os.fork()
     if child:
-        os.close(write)
-        return child, read
-    os.close(read)
+        return child, answer_file
     signal.alarm(NOTEBOOK_SECONDS)  # past it, the child dies and the parent says so
     try:
         answer = {"points": grade(path)}
     except BaseException:  # noqa: BLE001 -- said to the parent, which fails the test with it
         answer = {"error": traceback.format_exc()}
-    with os.fdopen(write, "w") as pipe:
-        json.dump(answer, pipe)
+    answer_file.write_text(json.dumps(answer))
     os._exit(0)
 
 
@@ -135,18 +134,24 @@ def main(out, *paths, jobs=2):
 
     import autograder.checks  # noqa: F401
     points, waiting, running = {}, list(paths), {}
-    while waiting or running:  # `jobs` notebooks at once, as `grade -j 2` (nbgrader grades one at a time)
-        while waiting and len(running) < jobs:
-            path = Path(waiting.pop(0))
-            running.update([(start(path), path)])
-        done, _ = os.waitpid(-1, 0)  # whichever ends first
-        (child, pipe), path = next((key, path) for key, path in running.items() if key[0] == done)
-        del running[child, pipe]
-        with os.fdopen(pipe) as answer:
-            said = json.loads(answer.read() or '{"error": "the process died (killed, or past its time)"}')
-        if "error" in said:
-            raise RuntimeError(f"{path}: {said['error']}")
-        points[f"{path.parent.parent.name}/{path.parent.name}"] = said["points"]
+    try:
+        while waiting or running:  # `jobs` notebooks at once, as `grade -j 2` (nbgrader grades one at a time)
+            while waiting and len(running) < jobs:
+                path = Path(waiting.pop(0))
+                running.update([(start(path), path)])
+            done, _ = os.waitpid(-1, 0)  # whichever ends first
+            (child, answer_file), path = next((key, path) for key, path in running.items() if key[0] == done)
+            del running[child, answer_file]
+            said = json.loads(answer_file.read_text() or '{"error": "the process died (killed, or past its time)"}')
+            answer_file.unlink()
+            if "error" in said:
+                raise RuntimeError(f"{path}: {said['error']}")
+            points[f"{path.parent.parent.name}/{path.parent.name}"] = said["points"]
+    finally:  # a failure stops the notebooks still running
+        for child, answer_file in running:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            answer_file.unlink()
     Path(out).write_text(json.dumps(points, indent=1))
 
 

@@ -167,8 +167,8 @@ def stated_rules(process, assignment, missing, seed):
         process.start_exercise()  # the grader's time budget of one exercise
         found[e.name] = []
         for rule in rules:
-            student = stated.Student(process)
-            found[e.name].append((rule.name, failure_of(rule.run, student, stated.rng_for(rule.key, seed)), student.used))
+            student, rng = stated.Student(process), stated.rng_for(rule.key, seed)
+            found[e.name].append((rule.name, failure_of(rule.run, student, rng), student.used))
     return found
 
 

@@ -39,7 +39,8 @@ def record():
         checks_module(rule.assignment)  # registers the chapter's grader-side answers
         ref = reference.load(rule.assignment)
         recording = Recording(ref, answer_helpers(rule.assignment))
-        rule.run(stated.Student(InProcessStudent(dict(vars(ref)))), stated.rng_for(rule.key, seed), recording)  # a failure here is the rule's bug
+        student = stated.Student(InProcessStudent(dict(vars(ref))))
+        rule.run(student, stated.rng_for(rule.key, seed), recording)  # a failure here is the rule's bug
         records[rule.key] = {"inputs": recording.inputs, "answers": recording.answers}
     return records
 

@@ -206,7 +206,8 @@ def test_a_wrong_value_withholds_the_device_share_and_says_so(ref):
     namespace = {k: v for k, v in vars(ref).items() if not k.startswith("__")}
     exec(compile(source, "<cell 40>", "exec"), namespace)
     device = stated.device_rules(A, "cross_entropy")[0]
-    device.run(Student(InProcessStudent(namespace)), stated.rng_for(device.key, 1))  # `check`: the rule holds, it has no values to compare with
+    # `check`: the rule holds, it has no values to compare with
+    device.run(Student(InProcessStudent(namespace)), stated.rng_for(device.key, 1))
     message = failed(graded(ref, "cross_entropy", source))[device.name]
     assert message.startswith(f"{WITHHELD}cross_entropy(") and ", on the CPU: " in message, message
     assert "expected" in message, message

@@ -13,7 +13,7 @@ BIN = Path(sys.executable).parent
 # `venv`: it makes a fresh virtual environment; `book`: it builds the book; `nbgrader`: it runs
 # nbgrader's own commands.
 TIERS = {
-    "test_grading": ("slow", "nbgrader"), "test_resume": ("slow",), "test_class_state": ("slow",),
+    "test_grading": ("slow", "nbgrader"), "test_class_state": ("slow",),
     "test_slurm": ("slow",), "test_adversarial_reference": ("slow",), "test_selfcheck": ("slow",),
     "test_check_device": ("slow",), "test_free_points": ("slow",), "test_shards": ("slow",),
     "test_grader_death": ("slow",), "test_adversarial": ("slow",), "test_adversarial_host": ("slow",),
@@ -39,7 +39,7 @@ def pytest_configure(config):
 LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_nbgrader_route", "test_selfcheck",
                  "test_gradescope_and_export", "test_autograder_cli", "test_adversarial_known_good",
                  "test_adversarial_reach", "test_class_state", "test_run_seed", "test_adversarial_callbacks",
-                 "test_adversarial", "test_hints", "test_resume", "test_adversarial_host", "test_grader_death",
+                 "test_adversarial", "test_hints", "test_adversarial_host", "test_grader_death",
                  "test_adversarial_reference", "test_free_points", "test_check_device", "test_release", "test_slurm",
                  "test_cleanup", "test_book"]
 

@@ -1,7 +1,11 @@
-"""`python -m autograder grade` as an instructor uses it, on the shipped samples and on a few
-notebooks that misbehave: each is one student's problem, with a readable reason."""
+"""`python -m autograder grade` as an instructor uses it, on the shipped samples (graded twice: the
+second run killed and resumed) and on a few notebooks that misbehave: each is one student's problem,
+with a readable reason."""
 import csv
 import os
+import signal
+import subprocess
+import time
 
 import pytest
 from conftest import BIN, REPO, run
@@ -59,12 +63,29 @@ def test_the_lms_export_has_a_row_per_student_and_a_column_per_assignment(sample
     assert float(students["broken-student"][-1]) == 0
 
 
-def test_a_second_run_writes_the_same_bytes(samples_graded, tmp_path):
+def test_a_second_run_killed_and_resumed_writes_the_same_bytes(samples_graded, tmp_path):
+    """The samples graded again with the first run's seed, killed with SIGKILL once a third of them are
+    journaled, then started again with no --seed (its journal keeps the seed): no row lost, none counted
+    twice, every notebook graded afresh in another process, and the same bytes as the first run."""
     _, first = samples_graded
     seed = (first / ".journal" / ".seed").read_text().strip()  # the stated rules' inputs: the first run's
-    run(BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path, "--quiet",
-        "--seed", seed)
+    command = [BIN / "python", "-m", "autograder", "grade", REPO / "samples" / "submitted", "--out", tmp_path, "--quiet"]
+    killed = subprocess.Popen([str(c) for c in [*command, "--seed", seed]], cwd=REPO, start_new_session=True)
+    notebooks = len(list((REPO / "samples" / "submitted").glob("*/*/*.ipynb")))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and killed.poll() is None and len(journaled(tmp_path)) < notebooks // 3:
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    kept = len(journaled(tmp_path))
+    assert notebooks // 3 <= kept < notebooks, f"the kill came too late or too early ({kept} of {notebooks} journaled)"
+    assert not (tmp_path / "grades.csv").exists()
+    run(*command)
     assert (tmp_path / "grades.csv").read_bytes() == (first / "grades.csv").read_bytes()
+
+
+def journaled(out):
+    return [p for p in (out / ".journal").rglob("*.json") if p.parent.name != ".class"]
 
 
 def grade(tmp_path, replacements, limits=Limits()):

@@ -9,14 +9,17 @@ of each bug are right and show any points it costs outside its own exercise (the
 known-good code in place of the exercises already graded: a bug does not travel forward). With
 MUTANTS_ALONE=1 each wrong implementation gets a notebook of its own (about twice the notebooks).
 
-nbgrader's route grades (without their `explore` cells) the reference and untouched notebooks and
-two *mixed* ones, which hold a wrong implementation of every other exercise and the alternative
-solution of the rest (between them, one of each): they show that both graders give the same points to
-the same bugs, and full marks to the same differently written answers, without a notebook per bug.
-Every chapter's are graded as nbgrader's kernel runs them (`nbgrader_kernel.py`: the course's
-checks in the notebook's own process, scored by nbgrader's own rule, in about half nbgrader's
-time); nbgrader itself grades one chapter's, and gives the same points (test_nbgrader_route runs
-its commands on chapter 1 as the instructors' page shows them)."""
+Two of those notebooks are *mixed*: they hold the first wrong implementation of every other
+exercise and the alternative solution of the rest (between them, one of each), so they show
+that every differently written answer keeps full marks next to bugs, with no notebook of
+alternatives alone. Both graders grade them, with the reference and untouched notebooks:
+nbgrader's route (without the `explore` cells) shows that both give the same points to the same
+bugs and full marks to the same differently written answers. Every chapter's are graded as
+nbgrader's kernel runs them (`nbgrader_kernel.py`: the course's checks in the notebook's own
+process, scored by nbgrader's own rule, in about half nbgrader's time); nbgrader itself grades
+one chapter's, and gives the same points (test_nbgrader_route runs its commands on chapter 1 as
+the instructors' page shows them). The students' `check` runs on the mixed notebooks too, and
+blames only what `grade` charges (test_selfcheck's agreement)."""
 import csv
 import os
 import re
@@ -38,17 +41,29 @@ MUTANTS = [(a, exercise, name) for a in ASSIGNMENTS for exercise, variants in ca
            for name in variants]
 
 
+def mixed_bugs(a, parity):
+    """The first wrong implementation of every other exercise (in the notebook's order), starting at
+    exercise `parity`."""
+    return {e: next(iter(variants)) for k, (e, variants) in enumerate(catalogue(a).WRONG.items()) if k % 2 == parity}
+
+
+def mixed(a, parity):
+    """The alternative solution of every exercise, then mixed_bugs(a, parity) in place of some."""
+    return {**catalogue(a).ALTERNATIVE, **{e: catalogue(a).WRONG[e][v] for e, v in mixed_bugs(a, parity).items()}}
+
+
 def packed(a):
     """{student: {exercise: variant}}: the wrong implementations of `a`, one notebook each with
-    MUTANTS_ALONE=1, else the k-th variant of every other exercise (in the notebook's order) together."""
+    MUTANTS_ALONE=1, else the k-th variant of every other exercise together: the mixed notebooks
+    for k = 0, a notebook with the reference in the other exercises for each k > 0."""
     wrong = catalogue(a).WRONG
     if os.environ.get("MUTANTS_ALONE") == "1":
         return {student_id(e, v): {e: v} for e, variants in wrong.items() for v in variants}
-    order = [e.name for e in exercises(a)]
-    notebooks = {}
-    for e, variants in wrong.items():
+    notebooks = {f"mixed-{parity}": mixed_bugs(a, parity) for parity in (0, 1)}
+    for position, (e, variants) in enumerate(wrong.items()):
         for k, v in enumerate(variants):
-            notebooks.setdefault(f"wrong-{order.index(e) % 2}-{k}", {})[e] = v
+            if k > 0:
+                notebooks.setdefault(f"wrong-{position % 2}-{k}", {})[e] = v
     return notebooks
 
 
@@ -59,28 +74,16 @@ NOTEBOOK_OF = {(a, e, v): student for a in ASSIGNMENTS for student, bugs in PACK
 NBGRADER_STUDENTS = ["reference", "untouched", "mixed-0", "mixed-1"]
 
 
-def mixed_bugs(a, parity):
-    """The first wrong implementation of every other exercise, starting at exercise `parity`."""
-    return {exercise: next(iter(variants.values()))
-            for exercise, variants in list(catalogue(a).WRONG.items())[parity::2]}
-
-
-def mixed(a, parity):
-    """The alternative solution of every exercise, then mixed_bugs(a, parity) in place of some."""
-    return {**catalogue(a).ALTERNATIVE, **mixed_bugs(a, parity)}
-
-
 def build_submissions(root):
     for a in ASSIGNMENTS:
         name = f"{a}.ipynb"
         write(filled_notebook(a), root / "reference" / a / name)
         write(student_notebook(a), root / "untouched" / a / name)
-        write(filled_notebook(a, catalogue(a).ALTERNATIVE), root / "alternative" / a / name)
         for parity in (0, 1):
             write(filled_notebook(a, mixed(a, parity)), root / f"mixed-{parity}" / a / name)
         for student, bugs in PACKED[a].items():
-            sources = {e: catalogue(a).WRONG[e][v] for e, v in bugs.items()}
-            write(filled_notebook(a, sources), root / student / a / name)
+            if not student.startswith("mixed-"):
+                write(filled_notebook(a, {e: catalogue(a).WRONG[e][v] for e, v in bugs.items()}), root / student / a / name)
 
 
 @pytest.fixture(scope="module")
@@ -183,13 +186,14 @@ def full_marks(a):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_reference_and_alternative_score_full_marks(assignment, autograder_points, nbgrader_points):
-    for student in ("reference", "alternative"):
-        assert autograder_points[student, assignment] == full_marks(assignment), student
-    assert nbgrader_points["reference", assignment] == pytest.approx(full_marks(assignment))
-    for parity in (0, 1):  # nbgrader sees the alternative solutions in the mixed notebooks
-        right = {e: p for e, p in full_marks(assignment).items() if e not in mixed_bugs(assignment, parity)}
-        got = nbgrader_points[f"mixed-{parity}", assignment]
-        assert {e: got[e] for e in right} == pytest.approx(right), f"mixed-{parity}"
+    full = full_marks(assignment)
+    assert autograder_points["reference", assignment] == full
+    assert nbgrader_points["reference", assignment] == pytest.approx(full)
+    for parity in (0, 1):  # the alternative solutions are in the mixed notebooks, beside the bugs
+        right = {e: p for e, p in full.items() if e not in mixed_bugs(assignment, parity)}
+        for grader, points in (("autograder", autograder_points), ("nbgrader", nbgrader_points)):
+            got = points[f"mixed-{parity}", assignment]
+            assert {e: got[e] for e in right} == pytest.approx(right), f"{grader}, mixed-{parity}"
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -216,6 +220,20 @@ def test_several_bugs_cost_points_each_in_its_own_exercise(assignment, autograde
     for parity in (0, 1):
         got, wrong = autograder_points[f"mixed-{parity}", assignment], mixed_bugs(assignment, parity)
         assert {e for e in got if got[e] < full[e]} == set(wrong), f"mixed-{parity}"
+
+
+def test_check_blames_only_what_grade_charges_in_the_mixed_notebooks(submissions, autograder_points):
+    """test_selfcheck's agreement of `check` with `grade` (`misblamed`), on the mixed notebooks: the
+    first wrong implementation of every exercise, beside alternative solutions `check` must not blame."""
+    from test_selfcheck import misblamed, verdicts_of
+    wrong = []
+    for a in ASSIGNMENTS:
+        for parity in (0, 1):
+            student = f"mixed-{parity}"
+            verdicts, blocks = verdicts_of(submissions / student / a / f"{a}.ipynb", a)
+            wrong += misblamed(f"{a} {student}", set(mixed_bugs(a, parity)), verdicts, autograder_points[student, a],
+                               blocks, full_marks(a))
+    assert not wrong, "\n".join(wrong)
 
 
 def test_nbgrader_and_autograder_agree_on_every_exercise(autograder_points, nbgrader_points):

@@ -367,25 +367,26 @@ def agreement(tmp_path_factory):
     with open(root / "out" / "grades.csv") as f:
         for row in csv.DictReader(f):
             points.setdefault((row["assignment"], row["student"]), {})[row["exercise"]] = float(row["score"])
-    found = {(a, name): (bugs, *verdicts_of(root / "submitted" / name / a / f"{a}.ipynb", a))
-             for (a, name), bugs in books.items()}
-    found = {key: (bugs, verdicts, points[key], blocks) for key, (bugs, verdicts, blocks) in found.items()}
+    found = {}
+    for (a, name), bugs in books.items():
+        verdicts, blocks = verdicts_of(root / "submitted" / name / a / f"{a}.ipynb", a)
+        found[a, name] = (bugs, verdicts, points[a, name], blocks)
     print({key: (sorted(bugs), verdicts, points) for key, (bugs, verdicts, points, _) in found.items()})  # -s shows it
     return found
 
 
-def misblamed(name, bugs, verdicts, points, blocks, full):
+def misblamed(a, name, bugs, verdicts, points, blocks):
     """Where `check` and `grade` disagree on one notebook: an exercise without a bug that `check`
     blames or `grade` charges, an exercise `check` blames that `grade` does not charge. (A bug
     `check` calls ready is one only a hidden input catches: it costs points at grading, and `check`
     says the hidden checks run only there.)"""
-    wrong = []
+    full, wrong = {e.name: e.points for e in exercises(a)}, []
     for e, verdict in verdicts.items():
         text = "\n".join(f"  {s} {t}" for b in blocks for s, t in b.lines if b.title.startswith(e + " "))
         if e not in bugs and (verdict == "FAIL" or points[e] < full[e]):
-            wrong.append(f"{name}: {e} has no bug; check says {verdict}, grade gives {points[e]}/{full[e]}\n{text}")
+            wrong.append(f"{a} {name}: {e} has no bug; check says {verdict}, grade gives {points[e]}/{full[e]}\n{text}")
         if e in bugs and verdict == "FAIL" and points[e] == full[e]:
-            wrong.append(f"{name}: check blames {e}, grade charges nothing\n{text}")
+            wrong.append(f"{a} {name}: check blames {e}, grade charges nothing\n{text}")
     return wrong
 
 
@@ -395,7 +396,7 @@ def test_check_blames_only_what_grade_charges(agreement):
     wrong = []
     for (a, name), (bugs, verdicts, points, blocks) in agreement.items():
         buggy = set(bugs) if name != "line-raising-after-the-def" else set()
-        wrong += misblamed(f"{a} {name}", buggy, verdicts, points, blocks, {e.name: e.points for e in exercises(a)})
+        wrong += misblamed(a, name, buggy, verdicts, points, blocks)
     assert not wrong, "\n".join(wrong)
 
 

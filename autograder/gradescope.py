@@ -285,14 +285,15 @@ class TryError(Exception):
 
 
 def compare(results, graded_tests, total):
-    """[(test, Gradescope's score, grade's score, max)] for every check, and whether all agree
-    (and the totals too)."""
+    """[(test, Gradescope's score, grade's score, max)] for every check, whether all agree (and the
+    totals too), and {test: (Gradescope's output, grade's)} of the tests that differ."""
     theirs = {t["name"]: t for t in results.get("tests", []) if t.get("max_score")}
     ours = {t["name"]: t for t in graded_tests}
     rows = [(name, theirs[name]["score"] if name in theirs else None, ours[name]["score"] if name in ours else None,
              (theirs.get(name) or ours[name])["max_score"]) for name in list(ours) + [n for n in theirs if n not in ours]]
-    same = all(a is not None and b is not None and abs(a - b) < 1e-4 for _, a, b, _ in rows)
-    return rows, same and abs(results.get("score", -1) - total) < 1e-4
+    differ = {name: (theirs.get(name, {}).get("output"), ours.get(name, {}).get("output"))
+              for name, a, b, _ in rows if a is None or b is None or abs(a - b) >= 1e-4}
+    return rows, not differ and abs(results.get("score", -1) - total) < 1e-4, differ
 
 
 PR_CAPBSET_DROP, CAP_SYS_ADMIN = 24, 21
@@ -454,7 +455,7 @@ def try_zip(zip_path, submission, python=sys.executable, timeout=1800, no_namesp
     The venv is made once per set of requirements and Python and reused (`cached_venv`), and the
     zip's setup.sh run as far as it applies here (`run_setup_sh`). `keep`: a folder where the run's
     results.json and output are kept (`keep_run`).
-    Returns {"assignment", "results", "rows", "same", "score", "max_score", "install_s", "run_s",
+    Returns {"assignment", "results", "rows", "same", "differ", "score", "max_score", "install_s", "run_s",
     "student_user", "printed", "venv", "venv_reused", "setup_skipped", "kept"}. The venv's pip index
     is pip's own configuration: setup.sh adds PyTorch's CPU index, which a machine offline cannot reach."""
     return try_zips(zip_path, [submission], python, timeout, no_namespaces, keep)[0]
@@ -579,7 +580,7 @@ def try_zips(zip_path, submissions, python=sys.executable, timeout=1800, no_name
                 except (OSError, ValueError, KeyError, TypeError):
                     raise TryError(f"`grade` on the same notebook failed (exit {grading.returncode}):\n"
                                    f"{output[-4000:]}") from None
-                one["rows"], one["same"] = compare(one["results"], check_tests(graded), graded.score)
+                one["rows"], one["same"], one["differ"] = compare(one["results"], check_tests(graded), graded.score)
                 one["score"], one["max_score"] = graded.score, graded.max_score
         finally:
             if grading and grading.poll() is None:
@@ -614,6 +615,8 @@ def try_text(tried):
         lines.append(f"the student's code ran as {name} (uid {uid}), a user made for this run alone: after it, every "
                      f"process of that user was killed, every file it owned in {', '.join(writable_by_anyone())} "
                      f"removed, and the user deleted")
+    for name, (theirs, ours) in tried.get("differ", {}).items():
+        lines.append(f"{name}:\n  Gradescope's output: {theirs}\n  grade's: {ours}")
     if not tried["same"] and tried["results"].get("output"):
         lines.append(f"Gradescope's output: {tried['results']['output']}")
     return "\n".join(lines)

@@ -217,17 +217,20 @@ def test_the_try_keeps_the_runs_files_when_asked(tmp_path):
 
 
 def test_the_try_reports_every_difference():
-    graded = [{"name": "a: x", "score": 1.0, "max_score": 1.0}, {"name": "a: y", "score": 0.5, "max_score": 1.0}]
+    graded = [{"name": "a: x", "score": 1.0, "max_score": 1.0, "output": "passed"},
+              {"name": "a: y", "score": 0.5, "max_score": 1.0, "output": "value at index 2 is 1, expected 0"}]
     same = {"score": 1.5, "tests": [{"name": "your notebook runs", "score": 0, "max_score": 0}] + graded}
-    assert compare(same, graded, 1.5) == ([("a: x", 1.0, 1.0, 1.0), ("a: y", 0.5, 0.5, 1.0)], True)
-    lower = {"score": 1.0, "tests": [graded[0], {**graded[1], "score": 0.0}]}
-    rows, agree = compare(lower, graded, 1.5)
+    assert compare(same, graded, 1.5) == ([("a: x", 1.0, 1.0, 1.0), ("a: y", 0.5, 0.5, 1.0)], True, {})
+    lower = {"score": 1.0, "tests": [graded[0], {**graded[1], "score": 0.0, "output": "time limit: calling y"}]}
+    rows, agree, differ = compare(lower, graded, 1.5)
     assert not agree and rows[1] == ("a: y", 0.0, 0.5, 1.0)
+    assert differ == {"a: y": ("time limit: calling y", "value at index 2 is 1, expected 0")}
     assert not compare({"score": 0, "tests": []}, graded, 1.5)[1]  # no results for the checks: not the same
     assert not compare({"score": 1.5, "tests": graded[:1]}, graded, 1.5)[1]
-    text = try_text({"assignment": "a", "results": lower, "rows": rows, "same": agree, "score": 1.5,
-                     "max_score": 2.0, "install_s": 1, "run_s": 1})
+    text = try_text({"assignment": "a", "results": lower, "rows": rows, "same": agree, "differ": differ,
+                     "score": 1.5, "max_score": 2.0, "install_s": 1, "run_s": 1})
     assert "DIFFERS" in text and "DIFFERENT" in text
+    assert "Gradescope's output: time limit: calling y" in text and "grade's: value at index 2 is 1" in text
 
 
 # One chapter per set of requirements: the others install what one of these does (the next test says so).

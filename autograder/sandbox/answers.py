@@ -16,6 +16,7 @@ names in `shared` (plain data, such as a probe's count of calls) are copied back
 import os
 import resource
 import signal
+import sys
 import time
 import weakref
 
@@ -55,6 +56,7 @@ class ReferenceWorker:
     """One student's reference worker: `answer(callbacks, name, args, seconds)`."""
 
     def __init__(self, reply_bytes=64 * 2**20):
+        _warm_once()  # here, before any call: a student's call waits for its answers, never for the grader's set-up
         self.reply_bytes = reply_bytes
         self.pid = self.to_fd = self.from_fd = None
         self.serving = None   # (the Callbacks, its generation) the worker was forked with
@@ -88,7 +90,7 @@ class ReferenceWorker:
         return {"error": bounded(str(reply.get("error")))}
 
     def _fork(self, callbacks):
-        _warm_once()
+        _warm_once()  # no-op unless torch came after __init__
         to_child, self.to_fd = os.pipe()
         self.from_fd, from_child = os.pipe()
         grader = os.getpid()
@@ -151,13 +153,12 @@ _warmed = False
 
 
 def _warm_once():
-    """PyTorch's set-up for `meta` (1 s), done in the grader once: each worker forked starts with it."""
+    """PyTorch's set-up for `meta` (1 s), done in the grader once it holds torch: each worker forked
+    starts with it done."""
     global _warmed
-    if not _warmed:
-        import sys
-        if "torch" in sys.modules:
-            from .worker import warm_meta_device
-            warm_meta_device()
+    if not _warmed and "torch" in sys.modules:
+        from .worker import warm_meta_device
+        warm_meta_device()
         _warmed = True
 
 
@@ -208,7 +209,6 @@ def _bound(keep, grader):
                 os.close(fd)
             except OSError:
                 pass
-    import sys
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)

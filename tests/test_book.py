@@ -183,6 +183,16 @@ def test_every_cell_ran_in_under_half_its_timeout(build):
                       f"{build['page_seconds']}")
 
 
+def test_the_cell_bar_catches_a_slow_cell_and_an_untimed_page():
+    page = {"book/x": 200.0}
+    with pytest.raises(AssertionError, match=r"book/x, cell 2: 160 s \(train\(\)\)"):
+        test_every_cell_ran_in_under_half_its_timeout({"page_seconds": page,
+                                                       "cell_seconds": {"book/x": [(40.0, "x = 1"), (160.0, "train()")]}})
+    with pytest.raises(AssertionError, match="not timed"):
+        test_every_cell_ran_in_under_half_its_timeout({"page_seconds": page, "cell_seconds": {}})
+    test_every_cell_ran_in_under_half_its_timeout({"page_seconds": page, "cell_seconds": {"book/x": [(149.0, "a")]}})
+
+
 # ---- issue 29: the instructors' repository is private; the book and the students' repository
 # are public. Neither holds a line of solutions/, tests/mutants/ or autograder/checks/, and the
 # book links to the students' repository (repository.url), never to the private one.

@@ -594,8 +594,9 @@ def try_text(tried):
     """The try's report: per test the two scores, then the totals and timings."""
     width = max([len(r[0]) for r in tried["rows"]] + [4])
     lines = [f"{'test':<{width}}  gradescope  grade    max"]
+    differ = tried.get("differ", {})
     for name, theirs, ours, most in tried["rows"]:
-        mark = "" if theirs is not None and ours is not None and abs(theirs - ours) < 1e-4 else "  <-- DIFFERS"
+        mark = "  <-- DIFFERS" if name in differ else ""
         def show(x):
             return "-" if x is None else f"{x:.2f}"
         lines.append(f"{name:<{width}}  {show(theirs):>10}  {show(ours):>5}  {most:>5.2f}{mark}")
@@ -615,7 +616,7 @@ def try_text(tried):
         lines.append(f"the student's code ran as {name} (uid {uid}), a user made for this run alone: after it, every "
                      f"process of that user was killed, every file it owned in {', '.join(writable_by_anyone())} "
                      f"removed, and the user deleted")
-    for name, (theirs, ours) in tried.get("differ", {}).items():
+    for name, (theirs, ours) in differ.items():
         lines.append(f"{name}:\n  Gradescope's output: {theirs}\n  grade's: {ours}")
     if not tried["same"] and tried["results"].get("output"):
         lines.append(f"Gradescope's output: {tried['results']['output']}")

@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,18 @@ LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_nbgr
                  "test_adversarial", "test_hints", "test_adversarial_host", "test_grader_death",
                  "test_adversarial_reference", "test_free_points", "test_check_device", "test_release", "test_slurm",
                  "test_cleanup", "test_book"]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With PYTEST_TIMELINE=FILE, each test's worker, start, end and id appended to FILE (what a run's
+    workers did when: `benchmarks/suite_timeline.py FILE` prints it)."""
+    start = time.time()
+    yield
+    timeline = os.environ.get("PYTEST_TIMELINE")
+    if timeline:
+        with open(timeline, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.2f}\t{time.time():.2f}\t{item.nodeid}\n")
 
 
 def module_name(item):

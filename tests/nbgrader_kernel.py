@@ -127,12 +127,26 @@ def start(path):
     os._exit(0)
 
 
-def main(out, *paths, jobs=2):
+def warm_up():
+    """What the notebooks import, imported once before the forks (each fork paid it again, up to 1.5 s
+    of a notebook's 0.2 to 9): the libraries, nbgrader's grading rule, the checks, and the scipy that
+    transformers' model classes import. Not those classes themselves, nor torch._dynamo: they import
+    triton, which must first see the notebook's own TRITON_INTERPRET, as in a kernel."""
     os.environ.setdefault("MPLBACKEND", "Agg")
-    import torch  # noqa: F401 -- imported once, before the forks: what every notebook imports first
+    import IPython.lib.pretty  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import nbgrader.utils  # noqa: F401
+    import scipy.optimize  # noqa: F401
+    import scipy.spatial  # noqa: F401
+    import torch  # noqa: F401
     import transformers  # noqa: F401
 
     import autograder.checks  # noqa: F401
+    assert "triton" not in sys.modules, "the warm-up imported triton before any notebook's TRITON_INTERPRET"
+
+
+def main(out, *paths, jobs=2):
+    warm_up()
     points, waiting, running = {}, list(paths), {}
     try:
         while waiting or running:  # `jobs` notebooks at once, as `grade -j 2` (nbgrader grades one at a time)

@@ -56,12 +56,14 @@ def readme_commands(readme):
 
 def student_env(tmp_path):
     """The student's shell: no venv of the course's on PATH. Jupyter refuses to run as root unless
-    told, and opens no browser here (config in a folder of the test's own)."""
+    told, and opens no browser here (config in a folder of the test's own). pip tries an index it
+    cannot reach once, not 5 times per package (90 s of waiting here, offline, where a student's
+    pip reaches PyTorch's index at once)."""
     config = tmp_path / "jupyter-config"
     config.mkdir(exist_ok=True)
     (config / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"allow_root": True,
                                                                                   "open_browser": False}}))
-    return users_shell_env(JUPYTER_CONFIG_DIR=str(config))
+    return users_shell_env(JUPYTER_CONFIG_DIR=str(config), PIP_RETRIES="0")
 
 
 def shell(command, cwd, env, timeout=900):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-# One thread per process, for every process the suite starts (the book's kernels, nbgrader's, `check`,
-# the Gradescope runs; the sandbox sets its own): `make test` runs a worker per core and one more, and
+# One thread per process, for every process the suite starts (nbgrader's kernels, `check`, the tests'
+# own; the sandbox and the book's pages set theirs): `make test` runs a worker per core and one more, and
 # a process with torch's default, a thread per core, spin-waits for cores the others hold: a training
 # loop beside two busy processes took 2.5 times as long with two threads as with one, and 3.9 times
 # the CPU (benchmarks/threads_on_busy_cores.py). Set here, before any test or worker imports torch.

@@ -499,12 +499,12 @@ def _start_worker(parent, threads, warm=None):
     torch.set_num_threads(threads)
     lifeline.die_with_parent(parent)
     signal.signal(signal.SIGINT, lambda *_: None)  # a handler, not SIG_IGN: the student processes it starts get the default
-    _warm_up(warm)
+    _set_up_grader(warm)
 
 
 def _set_up_grader(warm):
-    """-j 1 grades in this process: torch imported, and the references loaded, once before the first
-    notebook, as a pool's worker does. Without torch here (chapter 1's references do not import it),
+    """A grading process (a pool's worker, or this one with -j 1): torch imported, and the references
+    loaded, once before the first notebook. Without torch here (chapter 1's references do not import it),
     every reference worker forked for an answer imported it again, in the student's call (1.3 s here)."""
     import torch  # noqa: F401
     _warm_up(warm)

@@ -502,12 +502,14 @@ def _start_worker(parent, threads, warm=None):
     _set_up_grader(warm)
 
 
-def _set_up_grader(warm):
-    """A grading process (a pool's worker, or this one with -j 1): torch imported, and the references
-    loaded, once before the first notebook. Without torch here (chapter 1's references do not import it),
-    every reference worker forked for an answer imported it again, in the student's call (1.3 s here)."""
+def _set_up_grader(warm=None):
+    """A grading process (a pool's worker, or this one with -j 1): torch imported, and the references of
+    `warm` loaded (None: every assignment's), once before the first notebook. Without torch here
+    (chapter 1's references do not import it), every reference worker forked for an answer imported
+    it again, in the student's call (1.3 s here)."""
     import torch  # noqa: F401
-    _warm_up(warm)
+    for assignment in assignments() if warm is None else warm:
+        reference.load(assignment)
 
 
 def _stop_now(pool, run):
@@ -527,10 +529,3 @@ def _stop_pool(pool):
     for worker in workers:
         worker.join(timeout=2)
     pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _warm_up(warm=None):
-    """Each grading worker loads the references once, before its first notebook: those of `warm`
-    (None: every assignment's)."""
-    for assignment in assignments() if warm is None else warm:
-        reference.load(assignment)

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from autograder.sandbox import zygotes
 from autograder.sandbox.calls import StudentError
 from autograder.sandbox.session import Limits, SandboxedStudent
 from conftest import setuid_files_since
@@ -46,9 +47,15 @@ def what_is_left():
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_the_next_student_finds_nothing_left():
-    with SandboxedStudent(FIRST, Limits(), ["numpy"]) as first:
+    # a fresh zygote, whose imports write caches to its home (matplotlib, torch): the first student
+    # finds none of them either (it did, when an earlier test's zygote had been replaced)
+    if zygotes._zygote is not None:
+        zygotes._zygote.kill()
+        zygotes._zygote = None
+    with SandboxedStudent(FIRST, Limits(), ["numpy", "torch", "matplotlib.pyplot"]) as first:
         assert first.cell_errors == {}
         at_start = first.call("what_was_there")
+        assert at_start["home"] == []
         assert first.call("what_was_refused") == ["/dev/leftover", "/leftover", "/etc/leftover"]
     with SandboxedStudent(SECOND, Limits(), ["numpy"]) as second:
         left = second.call("what_is_left")

@@ -54,14 +54,23 @@ LONGEST_FIRST = ["test_grading", "test_browser", "test_student_copy", "test_nbgr
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """With PYTEST_TIMELINE=FILE, each test's worker, start, end and id appended to FILE (what a run's
-    workers did when: `benchmarks/suite_timeline.py FILE` prints it)."""
-    start = time.time()
+    """With PYTEST_TIMELINE=FILE, each test's worker, start, end, CPU seconds and id appended to FILE
+    (what a run's workers did when, and what it cost: `benchmarks/suite_timeline.py FILE` prints it)."""
+    start, cpu = time.time(), cpu_seconds()
     yield
     timeline = os.environ.get("PYTEST_TIMELINE")
     if timeline:
         with open(timeline, "a") as f:
-            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.2f}\t{time.time():.2f}\t{item.nodeid}\n")
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\t{start:.2f}\t{time.time():.2f}\t"
+                    f"{cpu_seconds() - cpu:.2f}\t{item.nodeid}\n")
+
+
+def cpu_seconds():
+    """CPU time of this process and of the children it has waited for (a test's commands, sandboxes
+    and kernels; a process that outlives the test, such as a warm zygote, counts when it ends)."""
+    import resource
+    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF,
+                                                                          resource.RUSAGE_CHILDREN)))
 
 
 def module_name(item):

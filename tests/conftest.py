@@ -66,8 +66,9 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def cpu_seconds():
-    """CPU time of this process and of the children it has waited for (a test's commands, sandboxes
-    and kernels; a process that outlives the test, such as a warm zygote, counts when it ends)."""
+    """CPU time of this process and of the children it has waited for (a test's commands and kernels).
+    Not the students' processes a zygote forks (they end inside bubblewrap's PID namespace, whose
+    accounting is lost when the sandbox is killed): /proc/stat's `nice` column shows theirs."""
     import resource
     return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF,
                                                                           resource.RUSAGE_CHILDREN)))
